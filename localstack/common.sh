@@ -1,0 +1,26 @@
+# Shared settings for localstack/install, up and down. Sourced, not run.
+LS_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+LS_ROOT=$(cd "$LS_HERE/.." && pwd)
+LS_STATE=${LOCALSTACK_STATE_DIR:-$LS_ROOT/.localstack}
+LS_VENV=$LS_STATE/venv
+LS_FS=$LS_STATE/filesystem
+LS_URL=http://127.0.0.1:4566
+LS_PID=$LS_STATE/localstack.pid
+LS_LOG=$LS_STATE/localstack.log
+
+ls_healthy() { curl -fsS --max-time 2 "$LS_URL/_localstack/health" >/dev/null 2>&1; }
+
+# localstack-core 2026.3.0 needs Python 3.13; pyenv's shim only answers when that
+# version is selected, so also look in pyenv's versions folder.
+ls_python313() {
+  local candidate
+  for candidate in "$(command -v python3.13 2>/dev/null)" \
+                   "$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13 \
+                   /usr/bin/python3.13 /usr/local/bin/python3.13; do
+    if [ -n "$candidate" ] && "$candidate" -c 'import sys; assert sys.version_info[:2] == (3, 13)' 2>/dev/null; then
+      echo "$candidate"; return 0
+    fi
+  done
+  echo "localstack: no working python3.13 found (needed by localstack-core)" >&2
+  return 1
+}

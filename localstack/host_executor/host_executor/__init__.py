@@ -1,0 +1,1 @@
+"""A LocalStack Lambda executor that runs Python handlers as host subprocesses."""
