@@ -15,6 +15,7 @@ mid-invoke fails that invoke and the next invoke gets a fresh process).
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -26,7 +27,6 @@ import threading
 import time
 from pathlib import Path
 
-from localstack import config
 from localstack.services.lambda_.invocation.lambda_models import (
     FunctionVersion,
     InvocationResult,
@@ -35,6 +35,8 @@ from localstack.services.lambda_.invocation.runtime_executor import (
     LambdaRuntimeException,
     RuntimeExecutor,
 )
+
+from localstack import config
 
 LOG = logging.getLogger(__name__)
 
@@ -111,10 +113,8 @@ class HostRuntimeExecutor(RuntimeExecutor):
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
         if proc and proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.wait(timeout=5)
 
     def _read_replies(self, proc: subprocess.Popen[str]) -> None:

@@ -1,0 +1,150 @@
+"""Least-privilege roles, dead-letter queues and handler functions, built one way for all."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.lambda_asset import lambda_code
+
+RUNTIME = "python3.12"
+
+
+def assume_role_policy(service: str) -> str:
+    return pulumi.Output.json_dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Principal": {"Service": service},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        }
+    )
+
+
+def allow(actions: Sequence[str], resources: Sequence[pulumi.Input[str]]) -> dict[str, Any]:
+    """One IAM statement; resources are ARNs (never '*', see tests/unit/test_iam.py)."""
+    return {"Effect": "Allow", "Action": list(actions), "Resource": list(resources)}
+
+
+def service_role(
+    name: str,
+    service: str,
+    statements: Sequence[Mapping[str, Any]],
+    parent: pulumi.Resource,
+) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
+    """A role `service` can assume, with exactly `statements` as its inline policy.
+
+    Returns the role and what to depend on before using it (the policy attachment)."""
+    role = aws.iam.Role(
+        f"{name}-role",
+        assume_role_policy=assume_role_policy(service),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    if not statements:
+        return role, []
+    policy = aws.iam.RolePolicy(
+        f"{name}-policy",
+        role=role.id,
+        policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": statements}),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return role, [policy]
+
+
+def dead_letter_queue(name: str, parent: pulumi.Resource) -> aws.sqs.Queue:
+    """Where events that cannot succeed are kept, with the reason, for 14 days."""
+    return aws.sqs.Queue(
+        f"{name}-dlq",
+        message_retention_seconds=14 * 24 * 3600,
+        sqs_managed_sse_enabled=True,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def allow_eventbridge_to_queue(
+    name: str, queue: aws.sqs.Queue, rule_arn: pulumi.Input[str], parent: pulumi.Resource
+) -> aws.sqs.QueuePolicy:
+    """Let one EventBridge rule park undeliverable events in this queue."""
+    return aws.sqs.QueuePolicy(
+        f"{name}-dlq-policy",
+        queue_url=queue.url,
+        policy=pulumi.Output.json_dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "events.amazonaws.com"},
+                        "Action": "sqs:SendMessage",
+                        "Resource": queue.arn,
+                        "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+                    }
+                ],
+            }
+        ),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+@dataclasses.dataclass
+class HandlerFunction:
+    function: aws.lambda_.Function
+    role: aws.iam.Role
+    log_group: aws.cloudwatch.LogGroup
+
+
+def handler_function(
+    name: str,
+    handler: str,
+    statements: Sequence[Mapping[str, Any]],
+    environment: Mapping[str, pulumi.Input[str]],
+    parent: pulumi.Resource,
+    dead_letter_arn: pulumi.Input[str] | None = None,
+    timeout: int = 30,
+    memory_size: int = 256,
+    requirements: tuple[str, ...] = (),
+    log_retention_days: int = 14,
+) -> HandlerFunction:
+    """A function running `handlers.<module>.<fn>`, its log group and a role allowing
+    only `statements`, its own log writes and (with `dead_letter_arn`) its DLQ."""
+    log_group = aws.cloudwatch.LogGroup(
+        f"{name}-logs",
+        retention_in_days=log_retention_days,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    own = [
+        allow(
+            ["logs:CreateLogStream", "logs:PutLogEvents"], [log_group.arn.apply(lambda a: f"{a}:*")]
+        )
+    ]
+    if dead_letter_arn is not None:
+        own.append(allow(["sqs:SendMessage"], [dead_letter_arn]))
+    role, ready = service_role(name, "lambda.amazonaws.com", [*statements, *own], parent)
+    function = aws.lambda_.Function(
+        name,
+        runtime=RUNTIME,
+        handler=handler,
+        role=role.arn,
+        code=lambda_code(requirements),
+        timeout=timeout,
+        memory_size=memory_size,
+        environment=aws.lambda_.FunctionEnvironmentArgs(variables=dict(environment)),
+        dead_letter_config=(
+            aws.lambda_.FunctionDeadLetterConfigArgs(target_arn=dead_letter_arn)
+            if dead_letter_arn is not None
+            else None
+        ),
+        logging_config=aws.lambda_.FunctionLoggingConfigArgs(
+            log_format="Text", log_group=log_group.name
+        ),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),
+    )
+    return HandlerFunction(function, role, log_group)

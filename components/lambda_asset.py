@@ -1,0 +1,86 @@
+"""The one Lambda code asset build: the `handlers` package plus vendored dependencies.
+
+Both deploy paths (the Pulumi CLI and the LocalStack engine without it) get their
+code from here, so what runs in LocalStack is byte for byte what AWS would run.
+The zip is deterministic (sorted entries, fixed timestamps), so an unchanged build
+never shows up as a diff in `pulumi preview`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pulumi
+
+ROOT = Path(__file__).resolve().parent.parent
+HANDLERS = ROOT / "handlers"
+BUILD = ROOT / "build" / "lambda"
+FIXED_TIME = (2020, 1, 1, 0, 0, 0)
+
+
+def _vendor(requirements: tuple[str, ...]) -> Path | None:
+    """pip-install requirements into a cache folder keyed by their hash."""
+    if not requirements:
+        return None
+    digest = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
+    target = BUILD / f"deps-{digest}"
+    if not (target / ".complete").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--target",
+                str(target),
+                *requirements,
+            ],
+            check=True,
+        )
+        (target / ".complete").touch()
+    return target
+
+
+def _files(base: Path, prefix: str = "") -> list[tuple[Path, str]]:
+    return [
+        (path, prefix + path.relative_to(base).as_posix())
+        for path in sorted(base.rglob("*"))
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and path.suffix != ".pyc"
+        and path.name != ".complete"
+    ]
+
+
+def build_zip(requirements: tuple[str, ...] = ()) -> Path:
+    """Build (or reuse) the zip for these vendored requirements; return its path."""
+    entries = _files(HANDLERS, "handlers/")
+    deps = _vendor(requirements)
+    if deps:
+        entries += _files(deps)
+    digest = hashlib.sha256()
+    for path, arcname in entries:
+        digest.update(arcname.encode() + b"\0" + path.read_bytes())
+    out = BUILD / f"lambda-{digest.hexdigest()[:16]}.zip"
+    if not out.exists():
+        BUILD.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp")
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path, arcname in entries:
+                info = zipfile.ZipInfo(arcname, FIXED_TIME)
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                archive.writestr(info, path.read_bytes())
+        tmp.replace(out)
+    return out
+
+
+def lambda_code(requirements: tuple[str, ...] = ()) -> pulumi.FileArchive:
+    return pulumi.FileArchive(str(build_zip(requirements)))

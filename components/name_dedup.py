@@ -1,0 +1,140 @@
+"""Pattern 1: EventBridge -> starter Lambda -> StartExecution with a name derived from the event."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.functions import (
+    allow,
+    allow_eventbridge_to_queue,
+    dead_letter_queue,
+    handler_function,
+)
+from components.state_machines import demo_definition, require_standard, state_machine
+from handlers.executions import REUSE_POLICIES
+from handlers.keys import key_extractor
+
+
+def s3_object_created_pattern(bucket_name: pulumi.Input[str]) -> pulumi.Output[str]:
+    return pulumi.Output.json_dumps(
+        {
+            "source": ["aws.s3"],
+            "detail-type": ["Object Created"],
+            "detail": {"bucket": {"name": [bucket_name]}},
+        }
+    )
+
+
+@dataclasses.dataclass
+class NameDedupStarterArgs:
+    """Either `bucket_name` (S3 "Object Created" events of that bucket) or `event_pattern`;
+    either `state_machine_arn` (an existing STANDARD machine) or a `definition` to create."""
+
+    bucket_name: pulumi.Input[str] | None = None
+    event_pattern: pulumi.Input[str] | None = None
+    state_machine_arn: pulumi.Input[str] | None = None
+    state_machine_type: str = "STANDARD"
+    definition: pulumi.Input[str] | dict[str, Any] | None = None
+    key_strategy: str = "object-key"
+    reuse_policy: str = "REJECT_DUPLICATE"
+    hide_key: bool = False
+    event_bus_name: str = "default"
+    log_level: str = "INFO"
+    timeout: int = 30
+
+    def validate(self) -> None:
+        require_standard(self.state_machine_type, "NameDedupStarter")
+        key_extractor(self.key_strategy)  # raises on an unknown strategy
+        if self.reuse_policy not in REUSE_POLICIES:
+            raise ValueError(
+                f"reuse_policy must be one of {REUSE_POLICIES}, got {self.reuse_policy!r}"
+            )
+        if (self.bucket_name is None) == (self.event_pattern is None):
+            raise ValueError("give exactly one of bucket_name and event_pattern")
+        if self.state_machine_arn is not None and self.definition is not None:
+            raise ValueError("give state_machine_arn or definition, not both")
+
+
+class NameDedupStarter(pulumi.ComponentResource):
+    dlq: aws.sqs.Queue
+    function: aws.lambda_.Function
+    rule: aws.cloudwatch.EventRule
+    state_machine_arn: pulumi.Output[str]
+
+    def __init__(
+        self,
+        name: str,
+        args: NameDedupStarterArgs,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        args.validate()
+        super().__init__("exactly-once:index:NameDedupStarter", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        if args.state_machine_arn is not None:
+            self.state_machine_arn = pulumi.Output.from_input(args.state_machine_arn)
+        else:
+            machine = state_machine(f"{name}-workflow", args.definition or demo_definition(), self)
+            self.state_machine_arn = machine.arn
+        executions = self.state_machine_arn.apply(
+            lambda arn: arn.replace(":stateMachine:", ":execution:", 1) + ":*"
+        )
+
+        self.dlq = dead_letter_queue(name, self)
+        starter = handler_function(
+            f"{name}-starter",
+            handler="handlers.starter.handler",
+            statements=[
+                allow(["states:StartExecution"], [self.state_machine_arn]),
+                allow(["states:DescribeExecution"], [executions]),
+            ],
+            environment={
+                "STATE_MACHINE_ARN": self.state_machine_arn,
+                "KEY_STRATEGY": args.key_strategy,
+                "REUSE_POLICY": args.reuse_policy,
+                "HIDE_KEY": json.dumps(args.hide_key),
+                "DLQ_URL": self.dlq.url,
+                "LOG_LEVEL": args.log_level,
+            },
+            dead_letter_arn=self.dlq.arn,
+            timeout=args.timeout,
+            parent=self,
+        )
+        self.function = starter.function
+
+        self.rule = aws.cloudwatch.EventRule(
+            f"{name}-rule",
+            event_bus_name=args.event_bus_name,
+            event_pattern=args.event_pattern or s3_object_created_pattern(args.bucket_name),
+            opts=child,
+        )
+        permission = aws.lambda_.Permission(
+            f"{name}-invoke",
+            action="lambda:InvokeFunction",
+            function=self.function.name,
+            principal="events.amazonaws.com",
+            source_arn=self.rule.arn,
+            opts=child,
+        )
+        allow_eventbridge_to_queue(name, self.dlq, self.rule.arn, self)
+        aws.cloudwatch.EventTarget(
+            f"{name}-target",
+            rule=self.rule.name,
+            event_bus_name=args.event_bus_name,
+            arn=self.function.arn,
+            dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=self.dlq.arn),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+        )
+        self.register_outputs(
+            {
+                "functionName": self.function.name,
+                "ruleArn": self.rule.arn,
+                "dlqUrl": self.dlq.url,
+                "stateMachineArn": self.state_machine_arn,
+            }
+        )

@@ -1,0 +1,521 @@
+"""Deploy the real Pulumi program to LocalStack without the Pulumi CLI.
+
+Why this exists: the Pulumi CLI and its AWS plugin cannot be installed on our build
+machines. With the CLI, `python -m deploy up` uses the Automation API instead and
+this module is not used. Here the unchanged program (`__main__.py` and its
+components) runs under `pulumi.runtime.set_mocks`, and `Engine.new_resource`
+creates each resource for real in LocalStack through boto3, returning its real
+id and outputs, so dependent resources receive real ARNs, names and URLs.
+
+Rules: every resource type has an explicit create/delete pair in `HANDLERS`; an
+unknown type fails loudly with its name, never silently faked. What was created
+is recorded (in creation order) in `.pulumi-local/<stack>.json` after each step,
+so `destroy` deletes it in reverse order even after a failed `up`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import runpy
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pulumi
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from deploy import STATE_DIR
+from deploy.stack_config import ROOT, StackConfig
+
+LOG = logging.getLogger("deploy")
+ACCOUNT = "000000000000"  # LocalStack's default account
+
+Outputs = dict[str, Any]
+Create = Callable[["Engine", str, dict[str, Any]], tuple[str, Outputs]]
+Delete = Callable[["Engine", str, Outputs], None]
+
+
+class UnsupportedResource(Exception):
+    """The program uses a resource type this engine has no handler for."""
+
+
+def state_path(stack: str) -> Path:
+    return STATE_DIR / f"{stack}.json"
+
+
+class Engine(pulumi.runtime.Mocks):
+    def __init__(self, stack: str, endpoint: str, region: str) -> None:
+        if not endpoint:
+            raise SystemExit(
+                f"stack {stack!r} sets no endpoint: this engine deploys to LocalStack only; "
+                "install the Pulumi CLI to deploy to AWS"
+            )
+        self.stack = stack
+        self.endpoint = endpoint
+        self.region = region
+        self._session = boto3.session.Session(
+            aws_access_key_id="test", aws_secret_access_key="test", region_name=self.region
+        )
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self.created: list[dict[str, Any]] = []
+
+    # -- plumbing ------------------------------------------------------------------
+    def client(self, service: str) -> Any:
+        with self._lock:
+            if service not in self._clients:
+                self._clients[service] = self._session.client(
+                    service,
+                    endpoint_url=self.endpoint,
+                    config=Config(retries={"max_attempts": 5, "mode": "standard"}),
+                )
+            return self._clients[service]
+
+    def arn(self, service: str, resource: str, region: bool = True) -> str:
+        return f"arn:aws:{service}:{self.region if region else ''}:{ACCOUNT}:{resource}"
+
+    @staticmethod
+    def physical_name(logical: str, inputs: dict[str, Any], key: str = "name") -> str:
+        """The given name, or an auto-name like Pulumi's: logical name plus a random suffix."""
+        return inputs.get(key) or f"{logical}-{secrets.token_hex(4)[:7]}"
+
+    def _record(self, typ: str, name: str, id_: str, outputs: Outputs) -> None:
+        with self._lock:
+            self.created.append({"type": typ, "name": name, "id": id_, "outputs": outputs})
+            STATE_DIR.mkdir(exist_ok=True)
+            state_path(self.stack).write_text(json.dumps(self.created, indent=1, default=str))
+
+    # -- pulumi.runtime.Mocks ------------------------------------------------------------
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, Outputs]:
+        if args.typ.startswith("pulumi:providers:") or not args.custom:
+            return f"{args.name}-id", dict(args.inputs)  # providers and components: no cloud object
+        handler = HANDLERS.get(args.typ)
+        if handler is None:
+            raise UnsupportedResource(
+                f"the LocalStack engine has no handler for resource type {args.typ!r} "
+                f"(resource {args.name!r}); add one to deploy/localstack_engine.py"
+            )
+        create, _ = handler
+        started = time.monotonic()
+        id_, outputs = create(self, args.name, dict(args.inputs))
+        state = {**args.inputs, **outputs, "id": id_}
+        self._record(args.typ, args.name, id_, state)
+        LOG.info("created %s %s (%.1fs)", args.typ, args.name, time.monotonic() - started)
+        return id_, state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list]:
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {
+                "accountId": ACCOUNT,
+                "arn": self.arn("iam", "root", False),
+                "userId": ACCOUNT,
+            }, []
+        if args.token == "aws:index/getRegion:getRegion":
+            return {"name": self.region, "region": self.region, "id": self.region}, []
+        raise UnsupportedResource(f"the LocalStack engine cannot serve invoke {args.token!r}")
+
+
+# -- the program -------------------------------------------------------------------------
+def up(config: StackConfig, main: Path = ROOT / "__main__.py") -> dict[str, Any]:
+    """Create the stack's resources by running the Pulumi program; return its outputs.
+
+    A previous deployment of the stack is destroyed first: `up` always starts clean."""
+    from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.stack import run_pulumi_func
+    from pulumi.runtime.sync_await import _sync_await
+
+    destroy(config.stack, config.endpoint, config.region)
+    engine = Engine(config.stack, config.endpoint, config.region)
+    pulumi.runtime.set_all_config(config.as_pulumi_config())
+    pulumi.runtime.set_mocks(engine, project=config.project, stack=config.stack, preview=False)
+    outputs: dict[str, Any] = {}
+
+    async def program() -> None:
+        if str(main.parent) not in sys.path:
+            sys.path.insert(0, str(main.parent))
+        runpy.run_path(str(main), run_name="__main__")
+        outputs.update(await pulumi.Output.from_input(get_root_resource().outputs).future())
+
+    _sync_await(run_pulumi_func(program))
+    return outputs
+
+
+def destroy(stack: str, endpoint: str, region: str) -> int:
+    """Delete what `up` recorded, newest first; returns how many resources were deleted."""
+    path = state_path(stack)
+    if not path.exists():
+        return 0
+    engine = Engine(stack, endpoint, region)
+    records = json.loads(path.read_text())
+    for record in reversed(records):
+        _, delete = HANDLERS[record["type"]]
+        try:
+            delete(engine, record["id"], record["outputs"])
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if "NotFound" not in code and "NoSuch" not in code and "NonExistent" not in code:
+                raise
+        LOG.info("deleted %s %s", record["type"], record["name"])
+    path.unlink()
+    return len(records)
+
+
+# -- resource handlers: (create, delete) per type ---------------------------------------------
+def _ignore_missing(call: Callable[[], Any]) -> None:
+    try:
+        call()
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if not any(word in code for word in ("NotFound", "NoSuch", "NonExistent", "Nonexistent")):
+            raise
+
+
+# S3
+def create_bucket(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    bucket = e.physical_name(name, i, "bucket").lower()
+    e.client("s3").create_bucket(Bucket=bucket)
+    return bucket, {
+        "bucket": bucket,
+        "arn": f"arn:aws:s3:::{bucket}",
+        "bucketDomainName": f"{bucket}.s3.amazonaws.com",
+        "region": e.region,
+    }
+
+
+def delete_bucket(e: Engine, id_: str, _: Outputs) -> None:
+    s3 = e.client("s3")
+    try:
+        for page in s3.get_paginator("list_object_versions").paginate(Bucket=id_):
+            objects = [
+                {"Key": v["Key"], "VersionId": v["VersionId"]}
+                for v in page.get("Versions", []) + page.get("DeleteMarkers", [])
+            ]
+            if objects:
+                s3.delete_objects(Bucket=id_, Delete={"Objects": objects, "Quiet": True})
+    except ClientError:
+        pass
+    _ignore_missing(lambda: s3.delete_bucket(Bucket=id_))
+
+
+def create_public_access_block(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    keys = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+    e.client("s3").put_public_access_block(
+        Bucket=i["bucket"],
+        PublicAccessBlockConfiguration={k[0].upper() + k[1:]: bool(i.get(k)) for k in keys},
+    )
+    return i["bucket"], {}
+
+
+def create_bucket_encryption(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    rules = [
+        {
+            "ApplyServerSideEncryptionByDefault": {
+                "SSEAlgorithm": rule["applyServerSideEncryptionByDefault"]["sseAlgorithm"]
+            }
+        }
+        for rule in i["rules"]
+    ]
+    e.client("s3").put_bucket_encryption(
+        Bucket=i["bucket"], ServerSideEncryptionConfiguration={"Rules": rules}
+    )
+    return i["bucket"], {}
+
+
+def create_bucket_versioning(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    status = i["versioningConfiguration"]["status"]
+    e.client("s3").put_bucket_versioning(
+        Bucket=i["bucket"], VersioningConfiguration={"Status": status}
+    )
+    return i["bucket"], {}
+
+
+def create_bucket_notification(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    notification: dict[str, Any] = {}
+    if i.get("eventbridge"):
+        notification["EventBridgeConfiguration"] = {}
+    lambdas = []
+    for fn in i.get("lambdaFunctions") or []:
+        rules = [
+            {"Name": rule_name, "Value": fn[key]}
+            for rule_name, key in (("prefix", "filterPrefix"), ("suffix", "filterSuffix"))
+            if fn.get(key)
+        ]
+        entry: dict[str, Any] = {
+            "LambdaFunctionArn": fn["lambdaFunctionArn"],
+            "Events": fn["events"],
+        }
+        if rules:
+            entry["Filter"] = {"Key": {"FilterRules": rules}}
+        lambdas.append(entry)
+    if lambdas:
+        notification["LambdaFunctionConfigurations"] = lambdas
+    e.client("s3").put_bucket_notification_configuration(
+        Bucket=i["bucket"], NotificationConfiguration=notification
+    )
+    return i["bucket"], {}
+
+
+def delete_bucket_notification(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(
+        lambda: e.client("s3").put_bucket_notification_configuration(
+            Bucket=id_, NotificationConfiguration={}
+        )
+    )
+
+
+def _noop_delete(e: Engine, id_: str, outputs: Outputs) -> None:
+    """Bucket sub-configurations go with their bucket."""
+
+
+# IAM
+def create_role(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    role = e.physical_name(name, i)
+    arn = e.client("iam").create_role(
+        RoleName=role, AssumeRolePolicyDocument=i["assumeRolePolicy"]
+    )["Role"]["Arn"]
+    return role, {"arn": arn, "name": role}
+
+
+def delete_role(e: Engine, id_: str, _: Outputs) -> None:
+    iam = e.client("iam")
+    try:
+        for policy in iam.list_role_policies(RoleName=id_)["PolicyNames"]:
+            iam.delete_role_policy(RoleName=id_, PolicyName=policy)
+    except ClientError:
+        pass
+    _ignore_missing(lambda: iam.delete_role(RoleName=id_))
+
+
+def create_role_policy(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    policy = e.physical_name(name, i)
+    e.client("iam").put_role_policy(
+        RoleName=i["role"], PolicyName=policy, PolicyDocument=i["policy"]
+    )
+    return f"{i['role']}:{policy}", {"name": policy}
+
+
+def delete_role_policy(e: Engine, id_: str, _: Outputs) -> None:
+    role, policy = id_.split(":", 1)
+    _ignore_missing(lambda: e.client("iam").delete_role_policy(RoleName=role, PolicyName=policy))
+
+
+# CloudWatch Logs
+def create_log_group(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    group = e.physical_name(name, i)
+    logs = e.client("logs")
+    logs.create_log_group(logGroupName=group)
+    if i.get("retentionInDays"):
+        logs.put_retention_policy(logGroupName=group, retentionInDays=int(i["retentionInDays"]))
+    return group, {"name": group, "arn": e.arn("logs", f"log-group:{group}")}
+
+
+def delete_log_group(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: e.client("logs").delete_log_group(logGroupName=id_))
+
+
+# SQS
+def create_queue(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    queue = e.physical_name(name, i)
+    attributes = {
+        attr: str(int(i[key]))
+        for key, attr in (
+            ("messageRetentionSeconds", "MessageRetentionPeriod"),
+            ("visibilityTimeoutSeconds", "VisibilityTimeout"),
+        )
+        if i.get(key) is not None
+    }
+    if i.get("sqsManagedSseEnabled"):
+        attributes["SqsManagedSseEnabled"] = "true"
+    url = e.client("sqs").create_queue(QueueName=queue, Attributes=attributes)["QueueUrl"]
+    return url, {"url": url, "name": queue, "arn": e.arn("sqs", queue)}
+
+
+def delete_queue(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: e.client("sqs").delete_queue(QueueUrl=id_))
+
+
+def create_queue_policy(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    e.client("sqs").set_queue_attributes(QueueUrl=i["queueUrl"], Attributes={"Policy": i["policy"]})
+    return i["queueUrl"], {}
+
+
+# Lambda
+def _code_bytes(code: Any) -> bytes:
+    path = getattr(code, "path", None)
+    if not path:
+        raise UnsupportedResource(f"Lambda code must be a pulumi.FileArchive zip, got {code!r}")
+    return Path(path).read_bytes()
+
+
+def create_function(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    function = e.physical_name(name, i)
+    params: dict[str, Any] = {
+        "FunctionName": function,
+        "Runtime": i["runtime"],
+        "Role": i["role"],
+        "Handler": i["handler"],
+        "Code": {"ZipFile": _code_bytes(i["code"])},
+        "Timeout": int(i.get("timeout") or 3),
+        "MemorySize": int(i.get("memorySize") or 128),
+    }
+    if variables := (i.get("environment") or {}).get("variables"):
+        params["Environment"] = {"Variables": {k: str(v) for k, v in variables.items()}}
+    if target := (i.get("deadLetterConfig") or {}).get("targetArn"):
+        params["DeadLetterConfig"] = {"TargetArn": target}
+    if logging_config := i.get("loggingConfig"):
+        params["LoggingConfig"] = {
+            "LogFormat": logging_config.get("logFormat", "Text"),
+            **({"LogGroup": logging_config["logGroup"]} if logging_config.get("logGroup") else {}),
+        }
+    lam = e.client("lambda")
+    arn = lam.create_function(**params)["FunctionArn"]
+    lam.get_waiter("function_active_v2").wait(FunctionName=function)
+    if i.get("reservedConcurrentExecutions") not in (None, -1):
+        lam.put_function_concurrency(
+            FunctionName=function,
+            ReservedConcurrentExecutions=int(i["reservedConcurrentExecutions"]),
+        )
+    invoke_arn = f"arn:aws:apigateway:{e.region}:lambda:path/2015-03-31/functions/{arn}/invocations"
+    return function, {
+        "arn": arn,
+        "name": function,
+        "invokeArn": invoke_arn,
+        "qualifiedArn": f"{arn}:$LATEST",
+        "version": "$LATEST",
+    }
+
+
+def delete_function(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: e.client("lambda").delete_function(FunctionName=id_))
+
+
+def create_permission(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    statement = e.physical_name(name, i, "statementId")
+    params = {
+        "FunctionName": i["function"],
+        "StatementId": statement,
+        "Action": i["action"],
+        "Principal": i["principal"],
+    }
+    if i.get("sourceArn"):
+        params["SourceArn"] = i["sourceArn"]
+    e.client("lambda").add_permission(**params)
+    return f"{i['function']}:{statement}", {"statementId": statement}
+
+
+def delete_permission(e: Engine, id_: str, _: Outputs) -> None:
+    function, statement = id_.rsplit(":", 1)
+    _ignore_missing(
+        lambda: e.client("lambda").remove_permission(FunctionName=function, StatementId=statement)
+    )
+
+
+# Step Functions
+def create_state_machine(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    machine = e.physical_name(name, i)
+    arn = e.client("stepfunctions").create_state_machine(
+        name=machine,
+        definition=i["definition"],
+        roleArn=i["roleArn"],
+        type=i.get("type") or "STANDARD",
+    )["stateMachineArn"]
+    return arn, {"arn": arn, "name": machine}
+
+
+def delete_state_machine(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: e.client("stepfunctions").delete_state_machine(stateMachineArn=id_))
+
+
+# EventBridge
+def create_event_rule(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    rule = e.physical_name(name, i)
+    bus = i.get("eventBusName") or "default"
+    params: dict[str, Any] = {
+        "Name": rule,
+        "EventBusName": bus,
+        "State": i.get("state") or "ENABLED",
+    }
+    for key, param in (
+        ("eventPattern", "EventPattern"),
+        ("scheduleExpression", "ScheduleExpression"),
+    ):
+        if i.get(key):
+            params[param] = i[key]
+    arn = e.client("events").put_rule(**params)["RuleArn"]
+    return f"{bus}/{rule}" if bus != "default" else rule, {"arn": arn, "name": rule}
+
+
+def delete_event_rule(e: Engine, id_: str, _: Outputs) -> None:
+    bus, _, rule = id_.rpartition("/")
+    _ignore_missing(
+        lambda: e.client("events").delete_rule(Name=rule, EventBusName=bus or "default", Force=True)
+    )
+
+
+def create_event_target(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    target_id = i.get("targetId") or e.physical_name(name, {})
+    target: dict[str, Any] = {"Id": target_id, "Arn": i["arn"]}
+    if i.get("roleArn"):
+        target["RoleArn"] = i["roleArn"]
+    if i.get("input"):
+        target["Input"] = i["input"]
+    if dead_letter := i.get("deadLetterConfig"):
+        target["DeadLetterConfig"] = {"Arn": dead_letter["arn"]}
+    if retry := i.get("retryPolicy"):
+        target["RetryPolicy"] = {
+            "MaximumRetryAttempts": int(retry.get("maximumRetryAttempts", 185)),
+            "MaximumEventAgeInSeconds": int(retry.get("maximumEventAgeInSeconds", 86400)),
+        }
+    if http := i.get("httpTarget"):
+        target["HttpParameters"] = {
+            "HeaderParameters": http.get("headerParameters") or {},
+            "PathParameterValues": http.get("pathParameterValues") or [],
+            "QueryStringParameters": http.get("queryStringParameters") or {},
+        }
+    bus = i.get("eventBusName") or "default"
+    response = e.client("events").put_targets(Rule=i["rule"], EventBusName=bus, Targets=[target])
+    if response.get("FailedEntryCount"):
+        raise RuntimeError(f"put_targets failed: {response['FailedEntries']}")
+    return f"{bus}/{i['rule']}/{target_id}", {"targetId": target_id}
+
+
+def delete_event_target(e: Engine, id_: str, _: Outputs) -> None:
+    bus, rule, target_id = id_.split("/", 2)
+    _ignore_missing(
+        lambda: e.client("events").remove_targets(Rule=rule, EventBusName=bus, Ids=[target_id])
+    )
+
+
+HANDLERS: dict[str, tuple[Create, Delete]] = {
+    "aws:s3/bucket:Bucket": (create_bucket, delete_bucket),
+    "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": (
+        create_public_access_block,
+        _noop_delete,
+    ),
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration": (
+        create_bucket_encryption,
+        _noop_delete,
+    ),
+    "aws:s3/bucketVersioning:BucketVersioning": (create_bucket_versioning, _noop_delete),
+    "aws:s3/bucketNotification:BucketNotification": (
+        create_bucket_notification,
+        delete_bucket_notification,
+    ),
+    "aws:iam/role:Role": (create_role, delete_role),
+    "aws:iam/rolePolicy:RolePolicy": (create_role_policy, delete_role_policy),
+    "aws:cloudwatch/logGroup:LogGroup": (create_log_group, delete_log_group),
+    "aws:sqs/queue:Queue": (create_queue, delete_queue),
+    "aws:sqs/queuePolicy:QueuePolicy": (create_queue_policy, _noop_delete),
+    "aws:lambda/function:Function": (create_function, delete_function),
+    "aws:lambda/permission:Permission": (create_permission, delete_permission),
+    "aws:sfn/stateMachine:StateMachine": (create_state_machine, delete_state_machine),
+    "aws:cloudwatch/eventRule:EventRule": (create_event_rule, delete_event_rule),
+    "aws:cloudwatch/eventTarget:EventTarget": (create_event_target, delete_event_target),
+}

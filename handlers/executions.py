@@ -1,0 +1,90 @@
+"""Start a Step Functions execution at most once per name, and say what happened.
+
+STANDARD state machines keep execution names unique for 90 days, so StartExecution
+with a derived name is an atomic "insert if absent": no table, no lock.
+- new name                                   -> STARTED
+- same name, same input, first still running -> 200 with the first execution's
+  startDate: a DUPLICATE, told apart by that startDate predating our request
+- same name, execution closed or other input -> ExecutionAlreadyExists: a DUPLICATE,
+  unless the reuse policy allows a retry of a failed execution (next attempt name)
+Everything else (throttling, 5xx, timeouts) propagates so the event is redelivered;
+it is never reported as a duplicate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from typing import Any
+
+from handlers.names import execution_name
+from handlers.runtime import client, error_code
+
+STARTED = "STARTED"
+DUPLICATE = "DUPLICATE"
+REJECT_DUPLICATE = "REJECT_DUPLICATE"
+ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
+REUSE_POLICIES = (REJECT_DUPLICATE, ALLOW_DUPLICATE_FAILED_ONLY)
+RETRYABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+# Clock tolerance between this function and Step Functions when reading startDate.
+CLOCK_SKEW = dt.timedelta(milliseconds=250)
+# Errors no redelivery can fix: the event goes to the DLQ instead of being retried.
+PERMANENT_ERRORS = frozenset({"InvalidName", "InvalidExecutionInput", "InvalidArn"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    status: str  # STARTED | DUPLICATE
+    name: str
+    execution_arn: str
+    attempt: int
+    existing_status: str | None = None  # of the execution a DUPLICATE collided with
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def execution_arn(state_machine_arn: str, name: str) -> str:
+    return f"{state_machine_arn.replace(':stateMachine:', ':execution:', 1)}:{name}"
+
+
+def canonical_input(document: dict[str, Any]) -> str:
+    """Byte-stable JSON, so a redelivered event gets the same-input idempotent success."""
+    return json.dumps(document, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def start_once(
+    state_machine_arn: str,
+    key: str,
+    document: dict[str, Any],
+    reuse_policy: str = REJECT_DUPLICATE,
+    hide_key: bool = False,
+) -> Outcome:
+    if reuse_policy not in REUSE_POLICIES:
+        raise ValueError(f"reuse policy must be one of {REUSE_POLICIES}, got {reuse_policy!r}")
+    sfn = client("stepfunctions")
+    attempt = 0
+    while True:
+        name = execution_name(key, attempt, hide_key)
+        arn = execution_arn(state_machine_arn, name)
+        requested_at = dt.datetime.now(dt.UTC)
+        try:
+            response = sfn.start_execution(
+                stateMachineArn=state_machine_arn,
+                name=name,
+                input=canonical_input({**document, "attempt": attempt}),
+            )
+        except Exception as exc:
+            if error_code(exc) != "ExecutionAlreadyExists":
+                raise
+            if reuse_policy == REJECT_DUPLICATE:
+                return Outcome(DUPLICATE, name, arn, attempt)
+            status = sfn.describe_execution(executionArn=arn)["status"]
+            if status not in RETRYABLE_STATUSES:
+                return Outcome(DUPLICATE, name, arn, attempt, status)
+            attempt += 1  # a deliberate re-run of a failed attempt: deterministic next name
+            continue
+        if response["startDate"] < requested_at - CLOCK_SKEW:
+            return Outcome(DUPLICATE, name, response["executionArn"], attempt, "RUNNING")
+        return Outcome(STARTED, name, response["executionArn"], attempt)

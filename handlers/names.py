@@ -1,0 +1,65 @@
+"""Step Functions execution names derived from event keys: the heart of name dedup.
+
+A name is a pure function of (key, attempt): the same event always maps to the same
+name, so a redelivery collides with the first execution instead of running twice.
+
+Layout: ``<body>`` for attempt 0 and ``<body>-r<attempt>`` for deliberate retries.
+The body is the key itself when it is short and made only of ``[0-9A-Za-z_-]`` (the
+characters CloudWatch accepts), otherwise ``<readable prefix>--<hash>``. A verbatim
+key that could be mistaken for either suffix is hashed too, so the mapping stays
+injective: two different (key, attempt) pairs never share a name, short of a
+collision of 80-bit SHA-256 prefixes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+MAX_NAME = 80  # Step Functions limit
+MAX_ATTEMPT = 9999
+_SUFFIX_ROOM = len(f"-r{MAX_ATTEMPT}")
+MAX_BODY = MAX_NAME - _SUFFIX_ROOM
+HASH_CHARS = 20  # 80 bits
+_SAFE = re.compile(r"^[0-9A-Za-z_-]+$")
+_UNSAFE_RUN = re.compile(r"[^0-9A-Za-z_-]+")
+# Suffixes our own layout uses; a verbatim key ending like this is hashed instead.
+_RESERVED = re.compile(rf"(--[0-9a-f]{{{HASH_CHARS}}}|-r\d+)$")
+HIDDEN_PREFIX = "h"
+
+
+class InvalidKey(ValueError):
+    """The key cannot name an execution (empty)."""
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:HASH_CHARS]
+
+
+def readable(key: str) -> str:
+    """The key with every run of characters outside [0-9A-Za-z_-] replaced by '_'."""
+    return _UNSAFE_RUN.sub("_", key)
+
+
+def name_body(key: str, hide: bool = False) -> str:
+    if not key:
+        raise InvalidKey("the event key is empty")
+    if hide:
+        return f"{HIDDEN_PREFIX}--{key_hash(key)}"
+    if len(key) <= MAX_BODY and _SAFE.match(key) and not _RESERVED.search(key):
+        return key
+    prefix = readable(key)[: MAX_BODY - HASH_CHARS - 2]
+    return f"{prefix}--{key_hash(key)}"
+
+
+def execution_name(key: str, attempt: int = 0, hide: bool = False) -> str:
+    """The execution name for this key and attempt (0 = first run)."""
+    if not 0 <= attempt <= MAX_ATTEMPT:
+        raise ValueError(f"attempt must be in 0..{MAX_ATTEMPT}, got {attempt}")
+    body = name_body(key, hide)
+    return body if attempt == 0 else f"{body}-r{attempt}"
+
+
+def is_valid_name(name: str) -> bool:
+    """Valid for StartExecution and for CloudWatch logging."""
+    return 1 <= len(name) <= MAX_NAME and bool(_SAFE.match(name))

@@ -1,0 +1,56 @@
+"""What every handler shares: lazy boto3 clients, structured JSON logs, the DLQ."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+import time
+from typing import Any
+
+_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
+
+
+@functools.cache
+def client(service: str) -> Any:
+    """One boto3 client per service per process, created on first use (cold start stays small).
+
+    boto3 honours AWS_ENDPOINT_URL, which LocalStack sets for every function.
+    """
+    import boto3
+    from botocore.config import Config
+
+    # Retries are the caller's business: a throttle must surface so the event is redelivered.
+    return boto3.client(service, config=Config(retries={"max_attempts": 3, "mode": "standard"}))
+
+
+def log(level: str, message: str, **fields: Any) -> None:
+    """One JSON object per line, as CloudWatch Logs Insights and Powertools expect."""
+    threshold = _LEVELS.get(os.environ.get("LOG_LEVEL", "INFO").upper(), 20)
+    if _LEVELS.get(level, 20) < threshold:
+        return
+    record = {
+        "level": level,
+        "message": message,
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
+        "function": os.environ.get("AWS_LAMBDA_FUNCTION_NAME"),
+        **fields,
+    }
+    sys.stdout.write(json.dumps(record, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def dead_letter(event: Any, reason: str, **fields: Any) -> None:
+    """Park an event that can never succeed in the DLQ (env DLQ_URL), with the reason."""
+    body = json.dumps({"reason": reason, "event": event, **fields}, default=str)
+    client("sqs").send_message(QueueUrl=os.environ["DLQ_URL"], MessageBody=body)
+    log("ERROR", "event sent to the DLQ", reason=reason, **fields)
+
+
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a botocore ClientError, or '' for anything else."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
