@@ -27,8 +27,6 @@ REJECT_DUPLICATE = "REJECT_DUPLICATE"
 ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
 REUSE_POLICIES = (REJECT_DUPLICATE, ALLOW_DUPLICATE_FAILED_ONLY)
 RETRYABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
-# Clock tolerance between this function and Step Functions when reading startDate.
-CLOCK_SKEW = dt.timedelta(milliseconds=250)
 # Errors no redelivery can fix: the event goes to the DLQ instead of being retried.
 PERMANENT_ERRORS = frozenset({"InvalidName", "InvalidExecutionInput", "InvalidArn"})
 
@@ -68,7 +66,11 @@ def start_once(
     while True:
         name = execution_name(key, attempt, hide_key)
         arn = execution_arn(state_machine_arn, name)
-        requested_at = dt.datetime.now(dt.UTC)
+        # startDate has millisecond precision; an execution our own call created cannot
+        # predate the millisecond we sent it in. (Only the reported outcome rests on the
+        # clocks agreeing; the single execution does not.)
+        now = dt.datetime.now(dt.UTC)
+        requested_at = now.replace(microsecond=now.microsecond // 1000 * 1000)
         try:
             response = sfn.start_execution(
                 stateMachineArn=state_machine_arn,
@@ -85,6 +87,6 @@ def start_once(
                 return Outcome(DUPLICATE, name, arn, attempt, status)
             attempt += 1  # a deliberate re-run of a failed attempt: deterministic next name
             continue
-        if response["startDate"] < requested_at - CLOCK_SKEW:
+        if response["startDate"] < requested_at:
             return Outcome(DUPLICATE, name, response["executionArn"], attempt, "RUNNING")
         return Outcome(STARTED, name, response["executionArn"], attempt)

@@ -24,3 +24,6 @@ ls_python313() {
   echo "localstack: no working python3.13 found (needed by localstack-core)" >&2
   return 1
 }
+
+# This machine's pip config names local mirrors that may be absent; drop that noise only.
+quiet_pip() { grep -v "is ignored: it is neither a file nor a directory" || true; }

@@ -1,0 +1,112 @@
+"""Clients for LocalStack and the waiting helpers e2e tests share."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import boto3
+
+ENDPOINT = os.environ.get("LOCALSTACK_URL", "http://127.0.0.1:4566")
+T = TypeVar("T")
+
+
+@functools.cache
+def client(service: str) -> Any:
+    return boto3.client(
+        service,
+        endpoint_url=ENDPOINT,
+        region_name="us-east-1",
+        aws_access_key_id="test",
+        aws_secret_access_key="test",
+    )
+
+
+def eventually(probe: Callable[[], T], timeout: float = 30, interval: float = 0.3) -> T:
+    """The first truthy result of `probe` within `timeout` seconds, else AssertionError."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s (last: {result!r})")
+        time.sleep(interval)
+
+
+def steady(probe: Callable[[], T], seconds: float = 4, interval: float = 0.5) -> T:
+    """`probe`'s value once it has not changed for `seconds` (e.g. no late duplicate)."""
+    value = probe()
+    stable_since = time.monotonic()
+    while time.monotonic() - stable_since < seconds:
+        time.sleep(interval)
+        current = probe()
+        if current != value:
+            value, stable_since = current, time.monotonic()
+    return value
+
+
+def executions(state_machine_arn: str, containing: str = "") -> list[dict[str, Any]]:
+    paginator = client("stepfunctions").get_paginator("list_executions")
+    found = []
+    for page in paginator.paginate(stateMachineArn=state_machine_arn):
+        found += [e for e in page["executions"] if containing in e["name"]]
+    return found
+
+
+def execution_input(execution_arn: str) -> dict[str, Any]:
+    return json.loads(
+        client("stepfunctions").describe_execution(executionArn=execution_arn)["input"]
+    )
+
+
+def invoke(function_name: str, event: Any) -> dict[str, Any]:
+    """A synchronous invoke; returns the parsed payload, raising on a function error."""
+    response = client("lambda").invoke(FunctionName=function_name, Payload=json.dumps(event))
+    payload = json.loads(response["Payload"].read() or b"null")
+    if response.get("FunctionError"):
+        raise AssertionError(f"{function_name} failed: {payload}")
+    return payload
+
+
+def drain(queue_url: str, wait: float = 1) -> list[dict[str, Any]]:
+    """Every message now in the queue (bodies parsed as JSON when they are)."""
+    sqs = client("sqs")
+    messages: list[dict[str, Any]] = []
+    while True:
+        response = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait)
+        )
+        batch = response.get("Messages", [])
+        if not batch:
+            return messages
+        for message in batch:
+            try:
+                messages.append(json.loads(message["Body"]))
+            except json.JSONDecodeError:
+                messages.append({"raw": message["Body"]})
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def log_lines(function_name: str) -> list[str]:
+    logs = client("logs")
+    group = f"/aws/lambda/{function_name}"
+    lines: list[str] = []
+    try:
+        streams = logs.describe_log_streams(logGroupName=group)["logStreams"]
+    except logs.exceptions.ResourceNotFoundException:
+        return lines
+    for stream in streams:
+        events = logs.get_log_events(logGroupName=group, logStreamName=stream["logStreamName"])
+        lines += [e["message"] for e in events["events"]]
+    return lines
+
+
+def new_tag() -> str:
+    """A short unique id for one test's objects; short enough to survive in execution names."""
+    return uuid.uuid4().hex[:12]

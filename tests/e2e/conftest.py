@@ -1,0 +1,61 @@
+"""E2E fixtures: one deployment of the `local` stack to LocalStack per session.
+
+The stack is deployed through `python -m deploy up --stack local`, the same entry
+point users run, so these tests exercise the real components, never a hand-built
+copy. Without LocalStack they fail with a clear message; they are never skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.aws import ENDPOINT
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+def _localstack_healthy() -> bool:
+    try:
+        with urllib.request.urlopen(f"{ENDPOINT}/_localstack/health", timeout=3) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def stack() -> Iterator[dict[str, Any]]:
+    if not _localstack_healthy():
+        pytest.fail(
+            f"LocalStack is not answering at {ENDPOINT}: start it with `bash localstack/up` "
+            "(or run the whole suite with `bash scripts/test`, which does)",
+            pytrace=False,
+        )
+    deploy = [sys.executable, "-m", "deploy"]
+    result = subprocess.run(
+        [*deploy, "up", "--stack", "local"], cwd=ROOT, capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        subprocess.run([*deploy, "destroy", "--stack", "local"], cwd=ROOT, capture_output=True)
+        pytest.fail(f"deploy failed:\n{result.stdout}\n{result.stderr}", pytrace=False)
+    outputs = json.loads((ROOT / ".pulumi-local" / "local.outputs.json").read_text())
+    try:
+        yield outputs
+    finally:
+        if os.environ.get("KEEP_STACK") != "1":
+            subprocess.run([*deploy, "destroy", "--stack", "local"], cwd=ROOT, check=True)

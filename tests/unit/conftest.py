@@ -1,0 +1,67 @@
+"""Unit-test fixtures: fake credentials, moto, and fresh handler clients per test."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from handlers import runtime
+
+REGION = "us-east-1"
+FAIL_DEFINITION = {"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Boom"}}}
+WAIT_DEFINITION = {
+    "StartAt": "W",
+    "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}},
+}
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    runtime.client.cache_clear()
+    yield
+    runtime.client.cache_clear()
+
+
+@pytest.fixture
+def moto() -> Iterator[None]:
+    with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
+        yield
+
+
+def make_state_machine(definition: dict[str, Any], name: str = "target") -> str:
+    iam = runtime.client("iam")
+    role = iam.create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    return runtime.client("stepfunctions").create_state_machine(
+        name=name, definition=json.dumps(definition), roleArn=role
+    )["stateMachineArn"]
+
+
+def s3_event(
+    key: str = "in/a.csv",
+    sequencer: str = "0001",
+    version: str | None = "v1",
+    bucket: str = "uploads",
+    event_id: str = "e-1",
+) -> dict[str, Any]:
+    obj: dict[str, Any] = {"key": key, "size": 1, "sequencer": sequencer}
+    if version:
+        obj["version-id"] = version
+    return {
+        "version": "0",
+        "id": event_id,
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "detail": {"bucket": {"name": bucket}, "object": obj, "reason": "PutObject"},
+    }

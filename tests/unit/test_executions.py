@@ -1,0 +1,105 @@
+"""Outcome classification against moto's Step Functions and exact botocore stubs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+
+from handlers import runtime
+from handlers.executions import (
+    ALLOW_DUPLICATE_FAILED_ONLY,
+    DUPLICATE,
+    STARTED,
+    canonical_input,
+    execution_arn,
+    start_once,
+)
+from tests.unit.conftest import FAIL_DEFINITION, WAIT_DEFINITION, make_state_machine
+
+ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:target"
+
+
+def wait_for_status(arn: str, status: str) -> None:
+    sfn = runtime.client("stepfunctions")
+    for _ in range(100):
+        if sfn.describe_execution(executionArn=arn)["status"] == status:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{arn} never reached {status}")
+
+
+def test_first_start_is_started_and_a_redelivery_is_a_duplicate(moto: None) -> None:
+    machine = make_state_machine(WAIT_DEFINITION)
+    first = start_once(machine, "k1", {"key": "k1"})
+    again = start_once(machine, "k1", {"key": "k1"})
+    assert first.status == STARTED
+    assert again.status == DUPLICATE
+    assert again.execution_arn == first.execution_arn
+    executions = runtime.client("stepfunctions").list_executions(stateMachineArn=machine)
+    assert len(executions["executions"]) == 1
+
+
+def test_other_input_under_the_same_name_is_a_duplicate(moto: None) -> None:
+    machine = make_state_machine(WAIT_DEFINITION)
+    start_once(machine, "k1", {"key": "k1", "event": {"id": "a"}})
+    second = start_once(machine, "k1", {"key": "k1", "event": {"id": "b"}})
+    assert second.status == DUPLICATE
+
+
+def test_failed_execution_is_retried_under_the_next_attempt_name(moto: None) -> None:
+    machine = make_state_machine(FAIL_DEFINITION)
+    first = start_once(machine, "k1", {"key": "k1"}, ALLOW_DUPLICATE_FAILED_ONLY)
+    wait_for_status(first.execution_arn, "FAILED")
+    retry = start_once(machine, "k1", {"key": "k1"}, ALLOW_DUPLICATE_FAILED_ONLY)
+    assert (retry.status, retry.attempt, retry.name) == (STARTED, 1, "k1-r1")
+
+
+def test_reject_duplicate_never_retries_a_failure(moto: None) -> None:
+    machine = make_state_machine(FAIL_DEFINITION)
+    first = start_once(machine, "k1", {"key": "k1"})
+    wait_for_status(first.execution_arn, "FAILED")
+    assert start_once(machine, "k1", {"key": "k1"}).status == DUPLICATE
+
+
+def stubbed() -> tuple[Stubber, dict[str, str]]:
+    stub = Stubber(runtime.client("stepfunctions"))
+    expected = {
+        "stateMachineArn": ARN,
+        "name": "k1",
+        "input": canonical_input({"key": "k1", "attempt": 0}),
+    }
+    return stub, expected
+
+
+def test_same_name_while_running_is_told_apart_by_start_date() -> None:
+    stub, expected = stubbed()
+    earlier = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
+    stub.add_response(
+        "start_execution",
+        {"executionArn": execution_arn(ARN, "k1"), "startDate": earlier},
+        expected,
+    )
+    with stub:
+        outcome = start_once(ARN, "k1", {"key": "k1"})
+    stub.assert_no_pending_responses()
+    assert (outcome.status, outcome.existing_status) == (DUPLICATE, "RUNNING")
+
+
+@pytest.mark.parametrize(
+    "code", ["ThrottlingException", "ExecutionLimitExceeded", "ServiceUnavailable"]
+)
+def test_throttles_and_unknown_errors_propagate_and_are_never_duplicates(code: str) -> None:
+    stub, expected = stubbed()
+    stub.add_client_error("start_execution", code, http_status_code=400, expected_params=expected)
+    with stub, pytest.raises(ClientError) as raised:
+        start_once(ARN, "k1", {"key": "k1"})
+    assert raised.value.response["Error"]["Code"] == code
+
+
+def test_unknown_reuse_policy_is_refused() -> None:
+    with pytest.raises(ValueError, match="reuse policy"):
+        start_once(ARN, "k1", {}, "ALLOW_ALL")

@@ -1,0 +1,76 @@
+"""NameDedupStarter under Pulumi mocks: wiring, least privilege, refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
+from tests.unit.pulumi_harness import run
+
+
+def deploy(**kwargs: object) -> object:
+    args = NameDedupStarterArgs(bucket_name="uploads", **kwargs)  # type: ignore[arg-type]
+    return run(lambda: NameDedupStarter("nd", args))
+
+
+def test_wires_rule_target_function_and_dlq() -> None:
+    mocks = deploy(key_strategy="key-sequencer", reuse_policy="ALLOW_DUPLICATE_FAILED_ONLY")
+    rule = mocks.named("nd-rule")
+    assert json.loads(rule.inputs["eventPattern"]) == {
+        "source": ["aws.s3"],
+        "detail-type": ["Object Created"],
+        "detail": {"bucket": {"name": ["uploads"]}},
+    }
+    target = mocks.named("nd-target")
+    assert target.inputs["arn"].endswith(":nd-starter")
+    assert target.inputs["deadLetterConfig"]["arn"].endswith(":nd-dlq")
+    function = mocks.named("nd-starter")
+    env = function.inputs["environment"]["variables"]
+    assert env["KEY_STRATEGY"] == "key-sequencer"
+    assert env["REUSE_POLICY"] == "ALLOW_DUPLICATE_FAILED_ONLY"
+    assert function.inputs["handler"] == "handlers.starter.handler"
+    assert function.inputs["deadLetterConfig"]["targetArn"].endswith(":nd-dlq")
+    permission = mocks.named("nd-invoke")
+    assert permission.inputs["principal"] == "events.amazonaws.com"
+    assert permission.inputs["sourceArn"].endswith(":nd-rule")
+
+
+def test_starter_may_start_only_its_own_state_machine() -> None:
+    mocks = deploy()
+    policy = json.loads(mocks.named("nd-starter-policy").inputs["policy"])
+    by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
+    machine = "arn:aws:states:us-east-1:123456789012:stateMachine:nd-workflow"
+    assert by_action[("states:StartExecution",)] == [machine]
+    assert by_action[("states:DescribeExecution",)] == [
+        "arn:aws:states:us-east-1:123456789012:execution:nd-workflow:*"
+    ]
+    assert by_action[("sqs:SendMessage",)] == ["arn:aws:sqs:us-east-1:123456789012:nd-dlq"]
+
+
+def test_an_existing_state_machine_is_used_as_given() -> None:
+    arn = "arn:aws:states:us-east-1:123456789012:stateMachine:mine"
+    mocks = deploy(state_machine_arn=arn)
+    assert mocks.of_type("aws:sfn/stateMachine:StateMachine") == []
+    env = mocks.named("nd-starter").inputs["environment"]["variables"]
+    assert env["STATE_MACHINE_ARN"] == arn
+
+
+def test_express_is_refused() -> None:
+    with pytest.raises(ValueError, match="EXPRESS workflows do not deduplicate"):
+        NameDedupStarterArgs(bucket_name="b", state_machine_type="EXPRESS").validate()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"bucket_name": "b", "key_strategy": "nope"}, "unknown key strategy"),
+        ({"bucket_name": "b", "reuse_policy": "ALLOW_ALL"}, "reuse_policy"),
+        ({}, "exactly one of bucket_name and event_pattern"),
+        ({"bucket_name": "b", "state_machine_arn": "arn", "definition": {}}, "not both"),
+    ],
+)
+def test_bad_args_are_refused_with_a_reason(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        NameDedupStarterArgs(**kwargs).validate()

@@ -1,0 +1,100 @@
+"""Execution names: valid, short, deterministic, injective."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import pytest
+
+from handlers.names import (
+    HASH_CHARS,
+    MAX_ATTEMPT,
+    MAX_NAME,
+    InvalidKey,
+    execution_name,
+    is_valid_name,
+    key_hash,
+)
+
+INVALID_CHARS = ' <>{}[]?*"#%\\^|~$&,;:/`\t\n\x00\x7f'
+
+
+def random_keys(count: int, seed: int = 7) -> list[str]:
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "-_./ " + INVALID_CHARS + "éü中"
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 300))) for _ in range(count)]
+
+
+def test_short_safe_key_is_used_verbatim() -> None:
+    assert execution_name("order-123_A") == "order-123_A"
+
+
+def test_attempts_get_a_suffix() -> None:
+    assert execution_name("order-123", attempt=2) == "order-123-r2"
+
+
+@pytest.mark.parametrize("key", ["in/a b.csv", "x" * 200, "a:b", "ünïcode", "tab\there"])
+def test_unsafe_or_long_keys_get_a_readable_prefix_and_hash(key: str) -> None:
+    name = execution_name(key)
+    assert name.endswith("--" + key_hash(key))
+    assert is_valid_name(name)
+
+
+def test_readable_prefix_keeps_the_safe_characters() -> None:
+    assert execution_name("in/a b.csv").startswith("in_a_b_csv--")
+
+
+def test_hidden_keys_reveal_nothing() -> None:
+    name = execution_name("alice@example.com", hide=True)
+    assert "alice" not in name
+    assert name == f"h--{key_hash('alice@example.com')}"
+
+
+def test_every_name_is_valid_for_step_functions_and_cloudwatch() -> None:
+    for key in random_keys(2000):
+        for attempt in (0, 1, MAX_ATTEMPT):
+            for hide in (False, True):
+                name = execution_name(key, attempt, hide)
+                assert 1 <= len(name) <= MAX_NAME
+                assert is_valid_name(name), name
+                assert not set(name) & set(INVALID_CHARS)
+
+
+def test_names_are_stable_across_runs() -> None:
+    # Golden values: a change here would make every in-flight redelivery a new execution.
+    assert execution_name("in/a b.csv") == "in_a_b_csv--" + key_hash("in/a b.csv")
+    assert key_hash("in/a b.csv") == "efa24e2b4dea62ee4454"
+    assert len(key_hash("x")) == HASH_CHARS
+
+
+def test_distinct_keys_and_attempts_never_share_a_name() -> None:
+    tricky = [
+        "a-b",
+        "a/b",
+        "a b",
+        "a_b",
+        "abc-r1",  # looks like attempt 1 of "abc"
+        "abc",
+        f"a_b--{key_hash('a/b')}",  # looks like the hashed name of "a/b"
+        f"h--{key_hash('secret')}",  # looks like a hidden name
+        "secret",
+        "x" * 74,
+        "x" * 75,
+    ]
+    keys = set(tricky + random_keys(3000, seed=11))
+    seen: dict[str, tuple[str, int]] = {}
+    for key in keys:
+        for attempt in (0, 1, 2, 10):
+            name = execution_name(key, attempt)
+            assert seen.setdefault(name, (key, attempt)) == (key, attempt), name
+
+
+def test_an_empty_key_is_rejected() -> None:
+    with pytest.raises(InvalidKey):
+        execution_name("")
+
+
+def test_attempt_out_of_range_is_rejected() -> None:
+    with pytest.raises(ValueError, match="attempt"):
+        execution_name("k", attempt=MAX_ATTEMPT + 1)

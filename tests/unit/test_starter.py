@@ -1,0 +1,58 @@
+"""The starter handler end to end in-process: moto for Step Functions and SQS."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from handlers import runtime, starter
+from tests.unit.conftest import WAIT_DEFINITION, make_state_machine, s3_event
+
+
+@pytest.fixture
+def deployed(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    machine = make_state_machine(WAIT_DEFINITION)
+    queue = runtime.client("sqs").create_queue(QueueName="dlq")["QueueUrl"]
+    monkeypatch.setattr(starter, "STATE_MACHINE_ARN", machine)
+    monkeypatch.setenv("DLQ_URL", queue)
+    yield {"machine": machine, "queue": queue}
+
+
+def executions(machine: str) -> list[dict]:
+    return runtime.client("stepfunctions").list_executions(stateMachineArn=machine)["executions"]
+
+
+def dlq_messages(queue: str) -> list[dict]:
+    response = runtime.client("sqs").receive_message(QueueUrl=queue, MaxNumberOfMessages=10)
+    return [json.loads(m["Body"]) for m in response.get("Messages", [])]
+
+
+def test_an_event_starts_one_execution_however_often_it_comes(deployed: dict[str, str]) -> None:
+    event = s3_event()
+    outcomes = [starter.handler(event, None)["status"] for _ in range(3)]
+    assert outcomes == ["STARTED", "DUPLICATE", "DUPLICATE"]
+    assert len(executions(deployed["machine"])) == 1
+
+
+def test_a_bad_event_goes_to_the_dlq_with_a_reason_and_starts_nothing(
+    deployed: dict[str, str],
+) -> None:
+    result = starter.handler({"detail": {"object": {}}}, None)
+    assert result["status"] == "REJECTED"
+    [message] = dlq_messages(deployed["queue"])
+    assert "detail.object.key" in message["reason"]
+    assert message["event"] == {"detail": {"object": {}}}
+    assert executions(deployed["machine"]) == []
+
+
+def test_hidden_keys_are_not_logged(
+    deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(starter, "HIDE_KEY", True)
+    starter.handler(s3_event(key="alice@example.com"), None)
+    logged = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert logged[-1]["message"] == "STARTED"
+    assert "key_hash" in logged[-1]
+    assert "alice" not in json.dumps(logged)
