@@ -1,12 +1,14 @@
 """The Pulumi program: one stack per pattern, or `local` with all of them on LocalStack.
 
-Stack config is read here and only here; components get plain args.
+Stack config is read here and only here; components get plain args. A pattern is
+deployed when its config key is present (see Pulumi.<stack>.yaml).
 """
 
 from __future__ import annotations
 
 import pulumi
 
+from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from components.buckets import secure_bucket
 from components.config import args_from_config
 from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
@@ -15,16 +17,21 @@ from components.provider import aws_provider
 config = pulumi.Config()
 region = pulumi.Config("aws").get("region") or "us-east-1"
 endpoint = config.get("endpoint") or None
-provider = aws_provider("aws", region, endpoint)
-opts = pulumi.ResourceOptions(provider=provider)
+opts = pulumi.ResourceOptions(provider=aws_provider("aws", region, endpoint))
 pulumi.export("region", region)
 pulumi.export("endpoint", endpoint or "")
 
 name_dedup = config.get_object("nameDedup")
-if name_dedup is not None:
+api_starter = config.get_object("apiStarter")
+
+if name_dedup is not None or api_starter is not None:
+    # Both starters watch one upload bucket; each has its own state machine.
     uploads = secure_bucket(
         "uploads", versioned=True, eventbridge=True, force_destroy=True, opts=opts
     )
+    pulumi.export("uploadsBucket", uploads.bucket)
+
+if name_dedup is not None:
     starter = NameDedupStarter(
         "name-dedup",
         args_from_config(NameDedupStarterArgs, name_dedup, bucket_name=uploads.bucket),
@@ -37,5 +44,27 @@ if name_dedup is not None:
             "functionName": starter.function.name,
             "stateMachineArn": starter.state_machine_arn,
             "dlqUrl": starter.dlq.url,
+        },
+    )
+
+if api_starter is not None:
+    forward_uploads = bool(api_starter.pop("forwardUploads", False))
+    api = ApiGatewayStarter(
+        "api-starter",
+        args_from_config(
+            ApiGatewayStarterArgs,
+            api_starter,
+            bucket_name=uploads.bucket if forward_uploads else None,
+        ),
+        opts,
+    )
+    pulumi.export(
+        "apiStarter",
+        {
+            "bucket": uploads.bucket,
+            "url": api.url,
+            "apiKey": api.api_key,
+            "stateMachineArn": api.state_machine_arn,
+            "dlqUrl": api.dlq.url if api.dlq else None,
         },
     )

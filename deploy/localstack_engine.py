@@ -42,6 +42,20 @@ Create = Callable[["Engine", str, dict[str, Any]], tuple[str, Outputs]]
 Delete = Callable[["Engine", str, Outputs], None]
 
 
+SECRET_SIG = "4dabf18193072939515e22adb298388d"  # how the Pulumi wire format marks a secret
+
+
+def unwrap_secrets(value: Any) -> Any:
+    """Inputs as the provider would see them: secret markers removed, values kept."""
+    if isinstance(value, dict):
+        if SECRET_SIG in value:
+            return unwrap_secrets(value.get("value"))
+        return {key: unwrap_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(item) for item in value]
+    return value
+
+
 class UnsupportedResource(Exception):
     """The program uses a resource type this engine has no handler for."""
 
@@ -104,8 +118,9 @@ class Engine(pulumi.runtime.Mocks):
             )
         create, _ = handler
         started = time.monotonic()
-        id_, outputs = create(self, args.name, dict(args.inputs))
-        state = {**args.inputs, **outputs, "id": id_}
+        inputs = unwrap_secrets(dict(args.inputs))
+        id_, outputs = create(self, args.name, inputs)
+        state = {**inputs, **outputs, "id": id_}
         self._record(args.typ, args.name, id_, state)
         LOG.info("created %s %s (%.1fs)", args.typ, args.name, time.monotonic() - started)
         return id_, state
@@ -271,7 +286,7 @@ def delete_bucket_notification(e: Engine, id_: str, _: Outputs) -> None:
 
 
 def _noop_delete(e: Engine, id_: str, outputs: Outputs) -> None:
-    """Bucket sub-configurations go with their bucket."""
+    """Sub-configurations (of a bucket, of a REST API) go with their parent."""
 
 
 # IAM
@@ -493,6 +508,182 @@ def delete_event_target(e: Engine, id_: str, _: Outputs) -> None:
     )
 
 
+# API Gateway (REST)
+def _api(e: Engine) -> Any:
+    return e.client("apigateway")
+
+
+def create_rest_api(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    params: dict[str, Any] = {"name": e.physical_name(name, i)}
+    if i.get("description"):
+        params["description"] = i["description"]
+    if types := (i.get("endpointConfiguration") or {}).get("types"):
+        params["endpointConfiguration"] = {"types": [types] if isinstance(types, str) else types}
+    api = _api(e).create_rest_api(**params)
+    root = next(
+        r["id"] for r in _api(e).get_resources(restApiId=api["id"])["items"] if r["path"] == "/"
+    )
+    return api["id"], {
+        "rootResourceId": root,
+        "name": params["name"],
+        "arn": f"arn:aws:apigateway:{e.region}::/restapis/{api['id']}",
+        "executionArn": e.arn("execute-api", api["id"]),
+    }
+
+
+def delete_rest_api(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: _api(e).delete_rest_api(restApiId=id_))
+
+
+def create_api_resource(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    resource = _api(e).create_resource(
+        restApiId=i["restApi"], parentId=i["parentId"], pathPart=i["pathPart"]
+    )
+    return resource["id"], {"path": resource["path"]}
+
+
+def create_method(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    params: dict[str, Any] = {
+        "restApiId": i["restApi"],
+        "resourceId": i["resourceId"],
+        "httpMethod": i["httpMethod"],
+        "authorizationType": i.get("authorization") or "NONE",
+        "apiKeyRequired": bool(i.get("apiKeyRequired")),
+    }
+    for key in ("requestValidatorId", "requestModels", "requestParameters"):
+        if i.get(key):
+            params[key] = i[key]
+    _api(e).put_method(**params)
+    return f"{i['restApi']}/{i['resourceId']}/{i['httpMethod']}", {}
+
+
+def create_integration(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    params: dict[str, Any] = {
+        "restApiId": i["restApi"],
+        "resourceId": i["resourceId"],
+        "httpMethod": i["httpMethod"],
+        "type": i["type"],
+    }
+    for key in (
+        "integrationHttpMethod",
+        "uri",
+        "credentials",
+        "passthroughBehavior",
+        "requestTemplates",
+    ):
+        if i.get(key):
+            params[key] = i[key]
+    _api(e).put_integration(**params)
+    return f"{i['restApi']}/{i['resourceId']}/{i['httpMethod']}/integration", {}
+
+
+def create_method_response(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    _api(e).put_method_response(
+        restApiId=i["restApi"],
+        resourceId=i["resourceId"],
+        httpMethod=i["httpMethod"],
+        statusCode=i["statusCode"],
+        responseModels=i.get("responseModels") or {},
+    )
+    return f"{i['restApi']}/{i['resourceId']}/{i['httpMethod']}/{i['statusCode']}", {}
+
+
+def create_integration_response(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    params: dict[str, Any] = {
+        "restApiId": i["restApi"],
+        "resourceId": i["resourceId"],
+        "httpMethod": i["httpMethod"],
+        "statusCode": i["statusCode"],
+        "responseTemplates": i.get("responseTemplates") or {},
+    }
+    if i.get("selectionPattern"):
+        params["selectionPattern"] = i["selectionPattern"]
+    _api(e).put_integration_response(**params)
+    return f"{i['restApi']}/{i['resourceId']}/{i['httpMethod']}/{i['statusCode']}/integration", {}
+
+
+def create_gateway_response(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    _api(e).put_gateway_response(
+        restApiId=i["restApiId"],
+        responseType=i["responseType"],
+        statusCode=i.get("statusCode") or "400",
+        responseTemplates=i.get("responseTemplates") or {},
+    )
+    return f"{i['restApiId']}/{i['responseType']}", {}
+
+
+def create_request_validator(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    validator = _api(e).create_request_validator(
+        restApiId=i["restApi"],
+        name=e.physical_name(name, i),
+        validateRequestBody=bool(i.get("validateRequestBody")),
+        validateRequestParameters=bool(i.get("validateRequestParameters")),
+    )
+    return validator["id"], {}
+
+
+def create_model(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    model = _api(e).create_model(
+        restApiId=i["restApi"], name=i["name"], contentType=i["contentType"], schema=i["schema"]
+    )
+    return model["id"], {"name": i["name"]}
+
+
+def create_deployment(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    deployment = _api(e).create_deployment(restApiId=i["restApi"])
+    return deployment["id"], {}
+
+
+def create_stage(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    api, stage = i["restApi"], i["stageName"]
+    _api(e).create_stage(restApiId=api, stageName=stage, deploymentId=i["deployment"])
+    return f"ags-{api}-{stage}", {
+        # LocalStack's path-style URL: no DNS needed for {api}.execute-api.localhost...
+        "invokeUrl": f"{e.endpoint}/_aws/execute-api/{api}/{stage}",
+        "executionArn": e.arn("execute-api", f"{api}/{stage}"),
+        "stageName": stage,
+    }
+
+
+def create_api_key(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    key = _api(e).create_api_key(name=e.physical_name(name, i), enabled=True)
+    return key["id"], {"value": key["value"], "name": key["name"]}
+
+
+def delete_api_key(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: _api(e).delete_api_key(apiKey=id_))
+
+
+def create_usage_plan(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    params: dict[str, Any] = {
+        "name": e.physical_name(name, i),
+        "apiStages": [{"apiId": s["apiId"], "stage": s["stage"]} for s in i.get("apiStages") or []],
+    }
+    if throttle := i.get("throttleSettings"):
+        params["throttle"] = {
+            "rateLimit": float(throttle.get("rateLimit", 100)),
+            "burstLimit": int(throttle.get("burstLimit", 200)),
+        }
+    plan = _api(e).create_usage_plan(**params)
+    return plan["id"], {"name": params["name"]}
+
+
+def delete_usage_plan(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: _api(e).delete_usage_plan(usagePlanId=id_))
+
+
+def create_usage_plan_key(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    _api(e).create_usage_plan_key(
+        usagePlanId=i["usagePlanId"], keyId=i["keyId"], keyType=i.get("keyType") or "API_KEY"
+    )
+    return f"{i['usagePlanId']}/{i['keyId']}", {}
+
+
+def delete_usage_plan_key(e: Engine, id_: str, _: Outputs) -> None:
+    plan, key = id_.split("/", 1)
+    _ignore_missing(lambda: _api(e).delete_usage_plan_key(usagePlanId=plan, keyId=key))
+
+
 HANDLERS: dict[str, tuple[Create, Delete]] = {
     "aws:s3/bucket:Bucket": (create_bucket, delete_bucket),
     "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock": (
@@ -518,4 +709,22 @@ HANDLERS: dict[str, tuple[Create, Delete]] = {
     "aws:sfn/stateMachine:StateMachine": (create_state_machine, delete_state_machine),
     "aws:cloudwatch/eventRule:EventRule": (create_event_rule, delete_event_rule),
     "aws:cloudwatch/eventTarget:EventTarget": (create_event_target, delete_event_target),
+    "aws:apigateway/restApi:RestApi": (create_rest_api, delete_rest_api),
+    # Everything inside a REST API goes with it.
+    "aws:apigateway/resource:Resource": (create_api_resource, _noop_delete),
+    "aws:apigateway/method:Method": (create_method, _noop_delete),
+    "aws:apigateway/integration:Integration": (create_integration, _noop_delete),
+    "aws:apigateway/methodResponse:MethodResponse": (create_method_response, _noop_delete),
+    "aws:apigateway/integrationResponse:IntegrationResponse": (
+        create_integration_response,
+        _noop_delete,
+    ),
+    "aws:apigateway/response:Response": (create_gateway_response, _noop_delete),
+    "aws:apigateway/requestValidator:RequestValidator": (create_request_validator, _noop_delete),
+    "aws:apigateway/model:Model": (create_model, _noop_delete),
+    "aws:apigateway/deployment:Deployment": (create_deployment, _noop_delete),
+    "aws:apigateway/stage:Stage": (create_stage, _noop_delete),
+    "aws:apigateway/apiKey:ApiKey": (create_api_key, delete_api_key),
+    "aws:apigateway/usagePlan:UsagePlan": (create_usage_plan, delete_usage_plan),
+    "aws:apigateway/usagePlanKey:UsagePlanKey": (create_usage_plan_key, delete_usage_plan_key),
 }

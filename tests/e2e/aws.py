@@ -110,3 +110,28 @@ def log_lines(function_name: str) -> list[str]:
 def new_tag() -> str:
     """A short unique id for one test's objects; short enough to survive in execution names."""
     return uuid.uuid4().hex[:12]
+
+
+def http(
+    method: str, url: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
+    """(status, parsed JSON body or text) for a request to an API on LocalStack."""
+    import urllib.error
+    import urllib.request
+
+    data = body if isinstance(body, bytes) or body is None else json.dumps(body).encode()
+    request = urllib.request.Request(
+        url,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        status, text = error.code, error.read().decode()
+    try:
+        return status, json.loads(text)
+    except json.JSONDecodeError:
+        return status, text

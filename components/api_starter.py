@@ -1,0 +1,286 @@
+"""Pattern 2: a REST API whose mapping template calls StartExecution directly (no Lambda).
+
+POST /start -> VTL sets `name` from the request -> states:StartExecution. Answers:
+200 {"executionArn", "startDate", "duplicate": false} for a new execution; 409
+{"duplicate": true} for a duplicate; 400 with a reason for a missing key or an
+unusable name (nothing is started); 429 for throttling and 503 for Step Functions
+5xx, so callers (EventBridge included) retry. Optionally an EventBridge rule
+forwards S3 "Object Created" events to the API: S3 -> EventBridge -> API Gateway ->
+Step Functions with no Lambda at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components import api_templates
+from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
+from components.name_dedup import s3_object_created_pattern
+from components.state_machines import demo_definition, require_standard, state_machine
+
+PATH = "start"
+JSON = "application/json"
+# (selection pattern on Step Functions' HTTP status, method status, response template)
+RESPONSES = (
+    (None, "200", api_templates.SUCCESS_TEMPLATE),
+    (r"4\d{2}", "400", api_templates.CLIENT_ERROR_TEMPLATE),
+    (r"5\d{2}", "503", api_templates.SERVER_ERROR_TEMPLATE),
+)
+OVERRIDE_STATUSES = ("409", "429")  # set by the templates through responseOverride
+
+
+@dataclasses.dataclass
+class ApiGatewayStarterArgs:
+    """`key_source`: `$.json.path` into the body or `header:Name`. `authorization`:
+    `API_KEY` (default; the key is an output) or `AWS_IAM`. `bucket_name`: also route
+    that bucket's S3 "Object Created" events here through EventBridge."""
+
+    key_source: str = "$.detail.object.key"
+    state_machine_arn: pulumi.Input[str] | None = None
+    state_machine_type: str = "STANDARD"
+    definition: pulumi.Input[str] | dict[str, Any] | None = None
+    authorization: str = "API_KEY"
+    bucket_name: pulumi.Input[str] | None = None
+    stage_name: str = "v1"
+    throttle_rate_limit: float = 100
+    throttle_burst_limit: int = 200
+
+    def validate(self) -> None:
+        require_standard(self.state_machine_type, "ApiGatewayStarter")
+        api_templates.key_expression(self.key_source)  # raises on a bad key source
+        if self.authorization not in ("API_KEY", "AWS_IAM"):
+            raise ValueError(
+                f"authorization must be API_KEY or AWS_IAM (never open), got {self.authorization!r}"
+            )
+        if self.bucket_name is not None and not self.key_source.startswith("$."):
+            raise ValueError("bucket_name forwards S3 events: key_source must be a body path")
+        if self.bucket_name is not None and self.authorization != "API_KEY":
+            raise ValueError("EventBridge forwards with an API key: use authorization API_KEY")
+
+
+class ApiGatewayStarter(pulumi.ComponentResource):
+    api: aws.apigateway.RestApi
+    stage: aws.apigateway.Stage
+    url: pulumi.Output[str]
+    api_key: pulumi.Output[str] | None
+    state_machine_arn: pulumi.Output[str]
+    dlq: aws.sqs.Queue | None
+
+    def __init__(
+        self, name: str, args: ApiGatewayStarterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        args.validate()
+        super().__init__("exactly-once:index:ApiGatewayStarter", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+
+        if args.state_machine_arn is not None:
+            self.state_machine_arn = pulumi.Output.from_input(args.state_machine_arn)
+        else:
+            machine = state_machine(f"{name}-workflow", args.definition or demo_definition(), self)
+            self.state_machine_arn = machine.arn
+        region = aws.get_region_output(opts=pulumi.InvokeOptions(parent=self)).region
+
+        role, ready = service_role(
+            f"{name}-apigw",
+            "apigateway.amazonaws.com",
+            [allow(["states:StartExecution"], [self.state_machine_arn])],
+            self,
+        )
+        self.api = aws.apigateway.RestApi(
+            f"{name}-api",
+            description="Starts a Step Functions execution once per request key",
+            endpoint_configuration=aws.apigateway.RestApiEndpointConfigurationArgs(
+                types="REGIONAL"
+            ),
+            opts=child,
+        )
+        resource = aws.apigateway.Resource(
+            f"{name}-resource",
+            rest_api=self.api.id,
+            parent_id=self.api.root_resource_id,
+            path_part=PATH,
+            opts=child,
+        )
+        validator, request_models, request_parameters = self._validation(name, args)
+        method = aws.apigateway.Method(
+            f"{name}-post",
+            rest_api=self.api.id,
+            resource_id=resource.id,
+            http_method="POST",
+            authorization="AWS_IAM" if args.authorization == "AWS_IAM" else "NONE",
+            api_key_required=args.authorization == "API_KEY",
+            request_validator_id=validator.id,
+            request_models=request_models,
+            request_parameters=request_parameters,
+            opts=child,
+        )
+        integration = aws.apigateway.Integration(
+            f"{name}-integration",
+            rest_api=self.api.id,
+            resource_id=resource.id,
+            http_method=method.http_method,
+            type="AWS",
+            integration_http_method="POST",
+            uri=region.apply(lambda r: f"arn:aws:apigateway:{r}:states:action/StartExecution"),
+            credentials=role.arn,
+            passthrough_behavior="NEVER",
+            request_templates={
+                JSON: self.state_machine_arn.apply(
+                    lambda arn: api_templates.request_template(arn, args.key_source)
+                )
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+        )
+        pieces: list[pulumi.Resource] = [method, integration]
+        for status in ("200", "400", "503", *OVERRIDE_STATUSES):
+            pieces.append(
+                aws.apigateway.MethodResponse(
+                    f"{name}-method-{status}",
+                    rest_api=self.api.id,
+                    resource_id=resource.id,
+                    http_method=method.http_method,
+                    status_code=status,
+                    response_models={JSON: "Empty"},
+                    opts=child,
+                )
+            )
+        for pattern, status, template in RESPONSES:
+            pieces.append(
+                aws.apigateway.IntegrationResponse(
+                    f"{name}-integration-{status}",
+                    rest_api=self.api.id,
+                    resource_id=resource.id,
+                    http_method=method.http_method,
+                    status_code=status,
+                    selection_pattern=pattern,
+                    response_templates={JSON: template},
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[integration, *pieces]),
+                )
+            )
+        for response_type in ("BAD_REQUEST_BODY", "BAD_REQUEST_PARAMETERS"):
+            pieces.append(
+                aws.apigateway.Response(
+                    f"{name}-{response_type.lower().replace('_', '-')}",
+                    rest_api_id=self.api.id,
+                    response_type=response_type,
+                    status_code="400",
+                    response_templates={JSON: api_templates.VALIDATION_ERROR_TEMPLATE},
+                    opts=child,
+                )
+            )
+        # A new deployment whenever a template or wiring changes.
+        fingerprint = hashlib.sha256(
+            json.dumps(
+                [
+                    api_templates.request_template("", args.key_source),
+                    RESPONSES,
+                    args.authorization,
+                ]
+            ).encode()
+        ).hexdigest()
+        deployment = aws.apigateway.Deployment(
+            f"{name}-deployment",
+            rest_api=self.api.id,
+            triggers={"fingerprint": fingerprint},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=pieces),
+        )
+        self.stage = aws.apigateway.Stage(
+            f"{name}-stage",
+            rest_api=self.api.id,
+            deployment=deployment.id,
+            stage_name=args.stage_name,
+            opts=child,
+        )
+        self.url = self.stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/{PATH}")
+        self.api_key = self._api_key(name, args) if args.authorization == "API_KEY" else None
+        self.dlq = None
+        if args.bucket_name is not None:
+            self._forward_s3_events(name, args, region)
+        self.register_outputs(
+            {"url": self.url, "stateMachineArn": self.state_machine_arn, "apiId": self.api.id}
+        )
+
+    def _validation(
+        self, name: str, args: ApiGatewayStarterArgs
+    ) -> tuple[aws.apigateway.RequestValidator, dict[str, Any] | None, dict[str, bool] | None]:
+        """Reject a request without its key before Step Functions is called (400, a reason)."""
+        schema = api_templates.body_schema(args.key_source)
+        child = pulumi.ResourceOptions(parent=self)
+        validator = aws.apigateway.RequestValidator(
+            f"{name}-validator",
+            rest_api=self.api.id,
+            validate_request_body=schema is not None,
+            validate_request_parameters=schema is None,
+            opts=child,
+        )
+        if schema is None:
+            header = args.key_source.removeprefix("header:")
+            return validator, None, {f"method.request.header.{header}": True}
+        model = aws.apigateway.Model(
+            f"{name}-model",
+            rest_api=self.api.id,
+            name="StartRequest",
+            content_type=JSON,
+            schema=json.dumps(schema),
+            opts=child,
+        )
+        return validator, {JSON: model.name}, None
+
+    def _api_key(self, name: str, args: ApiGatewayStarterArgs) -> pulumi.Output[str]:
+        child = pulumi.ResourceOptions(parent=self)
+        key = aws.apigateway.ApiKey(f"{name}-key", opts=child)
+        plan = aws.apigateway.UsagePlan(
+            f"{name}-plan",
+            api_stages=[
+                aws.apigateway.UsagePlanApiStageArgs(
+                    api_id=self.api.id, stage=self.stage.stage_name
+                )
+            ],
+            throttle_settings=aws.apigateway.UsagePlanThrottleSettingsArgs(
+                rate_limit=args.throttle_rate_limit, burst_limit=args.throttle_burst_limit
+            ),
+            opts=child,
+        )
+        aws.apigateway.UsagePlanKey(
+            f"{name}-plan-key", key_id=key.id, key_type="API_KEY", usage_plan_id=plan.id, opts=child
+        )
+        return pulumi.Output.secret(key.value)
+
+    def _forward_s3_events(
+        self, name: str, args: ApiGatewayStarterArgs, region: pulumi.Output[str]
+    ) -> None:
+        """S3 -> EventBridge -> this API, the event as the request body."""
+        child = pulumi.ResourceOptions(parent=self)
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self)).account_id
+        target_arn = pulumi.Output.all(region, account, self.api.id, self.stage.stage_name).apply(
+            lambda v: f"arn:aws:execute-api:{v[0]}:{v[1]}:{v[2]}/{v[3]}/POST/{PATH}"
+        )
+        role, ready = service_role(
+            f"{name}-events",
+            "events.amazonaws.com",
+            [allow(["execute-api:Invoke"], [target_arn])],
+            self,
+        )
+        rule = aws.cloudwatch.EventRule(
+            f"{name}-rule", event_pattern=s3_object_created_pattern(args.bucket_name), opts=child
+        )
+        self.dlq = dead_letter_queue(name, self)
+        allow_eventbridge_to_queue(name, self.dlq, rule.arn, self)
+        assert self.api_key is not None
+        aws.cloudwatch.EventTarget(
+            f"{name}-target",
+            rule=rule.name,
+            arn=target_arn,
+            role_arn=role.arn,
+            http_target=aws.cloudwatch.EventTargetHttpTargetArgs(
+                header_parameters={"x-api-key": self.api_key}
+            ),
+            dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=self.dlq.arn),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
+        )

@@ -1,0 +1,76 @@
+"""ApiGatewayStarter under Pulumi mocks: integration, auth by default, S3 forwarding."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
+from deploy.localstack_engine import unwrap_secrets
+from tests.unit.pulumi_harness import run
+
+
+def deploy(**kwargs: object):
+    return run(lambda: ApiGatewayStarter("api", ApiGatewayStarterArgs(**kwargs)))  # type: ignore[arg-type]
+
+
+def test_post_calls_start_execution_with_the_template_and_a_scoped_role() -> None:
+    mocks = deploy()
+    integration = mocks.named("api-integration")
+    assert integration.inputs["type"] == "AWS"
+    assert integration.inputs["uri"] == "arn:aws:apigateway:us-east-1:states:action/StartExecution"
+    template = integration.inputs["requestTemplates"]["application/json"]
+    assert "stateMachine:api-workflow" in template
+    policy = json.loads(mocks.named("api-apigw-policy").inputs["policy"])
+    assert policy["Statement"] == [
+        {
+            "Effect": "Allow",
+            "Action": ["states:StartExecution"],
+            "Resource": ["arn:aws:states:us-east-1:123456789012:stateMachine:api-workflow"],
+        }
+    ]
+
+
+def test_not_open_to_the_world_by_default() -> None:
+    mocks = deploy()
+    method = mocks.named("api-post")
+    assert method.inputs["apiKeyRequired"] is True
+    assert mocks.of_type("aws:apigateway/usagePlanKey:UsagePlanKey")
+
+
+def test_iam_authorization() -> None:
+    method = deploy(authorization="AWS_IAM").named("api-post")
+    assert method.inputs["authorization"] == "AWS_IAM"
+
+
+def test_missing_keys_are_rejected_by_a_body_validator() -> None:
+    mocks = deploy()
+    validator = mocks.named("api-validator")
+    assert validator.inputs["validateRequestBody"] is True
+    schema = json.loads(mocks.named("api-model").inputs["schema"])
+    assert schema["required"] == ["detail"]
+
+
+def test_s3_events_are_forwarded_through_eventbridge_with_the_api_key() -> None:
+    mocks = deploy(bucket_name="uploads")
+    target = mocks.named("api-target")
+    assert target.inputs["arn"].endswith("/v1/POST/start")
+    http = unwrap_secrets(target.inputs["httpTarget"])  # the key is a secret
+    assert "x-api-key" in http["headerParameters"]
+    policy = json.loads(mocks.named("api-events-policy").inputs["policy"])
+    assert policy["Statement"][0]["Action"] == ["execute-api:Invoke"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"authorization": "NONE"}, "never open"),
+        ({"state_machine_type": "EXPRESS"}, "EXPRESS"),
+        ({"key_source": "key"}, "key source"),
+        ({"key_source": "header:K", "bucket_name": "b"}, "body path"),
+    ],
+)
+def test_bad_args_are_refused(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ApiGatewayStarterArgs(**kwargs).validate()
