@@ -11,6 +11,7 @@ import pulumi
 from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from components.buckets import secure_bucket
 from components.config import args_from_config
+from components.etl import IdempotentEtl, IdempotentEtlArgs
 from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from components.provider import aws_provider
 
@@ -68,3 +69,20 @@ if api_starter is not None:
             "dlqUrl": api.dlq.url if api.dlq else None,
         },
     )
+
+# One ETL per entry: `etl` is an object, or a list of objects each with a `name`.
+etl_config = config.get_object("etl")
+if etl_config is not None:
+    etl_outputs = {}
+    for entry in etl_config if isinstance(etl_config, list) else [etl_config]:
+        etl_name = entry.pop("name", "etl")
+        etl = IdempotentEtl(etl_name, args_from_config(IdempotentEtlArgs, entry), opts)
+        etl_outputs[etl_name] = {
+            "inputBucket": etl.input_bucket.bucket,
+            "outputBucket": etl.output_bucket.bucket,
+            "controlTable": etl.control_table.name,
+            "functionName": etl.function.name,
+            "dlqUrl": etl.dlq.url,
+            "strategy": entry.get("strategy", "control-record"),
+        }
+    pulumi.export("etl", etl_outputs)

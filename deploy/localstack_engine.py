@@ -146,7 +146,7 @@ def up(config: StackConfig, main: Path = ROOT / "__main__.py") -> dict[str, Any]
     from pulumi.runtime.stack import run_pulumi_func
     from pulumi.runtime.sync_await import _sync_await
 
-    destroy(config.stack, config.endpoint, config.region)
+    destroy(config.stack, config.endpoint, config.region, strict=False)
     engine = Engine(config.stack, config.endpoint, config.region)
     pulumi.runtime.set_all_config(config.as_pulumi_config())
     pulumi.runtime.set_mocks(engine, project=config.project, stack=config.stack, preview=False)
@@ -162,24 +162,31 @@ def up(config: StackConfig, main: Path = ROOT / "__main__.py") -> dict[str, Any]
     return outputs
 
 
-def destroy(stack: str, endpoint: str, region: str) -> int:
-    """Delete what `up` recorded, newest first; returns how many resources were deleted."""
+def destroy(stack: str, endpoint: str, region: str, strict: bool = True) -> int:
+    """Delete what `up` recorded, newest first; returns how many resources were deleted.
+
+    Every deletion is attempted; failures are reported together at the end (or only
+    logged with strict=False, as `up` does for a previous deployment that may be gone)."""
     path = state_path(stack)
     if not path.exists():
         return 0
     engine = Engine(stack, endpoint, region)
     records = json.loads(path.read_text())
+    failures = []
     for record in reversed(records):
         _, delete = HANDLERS[record["type"]]
         try:
             delete(engine, record["id"], record["outputs"])
+            LOG.info("deleted %s %s", record["type"], record["name"])
         except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if "NotFound" not in code and "NoSuch" not in code and "NonExistent" not in code:
-                raise
-        LOG.info("deleted %s %s", record["type"], record["name"])
+            failures.append(f"{record['type']} {record['name']}: {exc}")
     path.unlink()
-    return len(records)
+    if failures:
+        message = "could not delete:\n  " + "\n  ".join(failures)
+        if strict:
+            raise RuntimeError(message)
+        LOG.warning("%s", message)
+    return len(records) - len(failures)
 
 
 # -- resource handlers: (create, delete) per type ---------------------------------------------
@@ -508,6 +515,69 @@ def delete_event_target(e: Engine, id_: str, _: Outputs) -> None:
     )
 
 
+# DynamoDB
+def _key_schema(hash_key: str, range_key: str | None) -> list[dict[str, str]]:
+    schema = [{"AttributeName": hash_key, "KeyType": "HASH"}]
+    if range_key:
+        schema.append({"AttributeName": range_key, "KeyType": "RANGE"})
+    return schema
+
+
+def create_table(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    table = e.physical_name(name, i)
+    params: dict[str, Any] = {
+        "TableName": table,
+        "KeySchema": _key_schema(i["hashKey"], i.get("rangeKey")),
+        "AttributeDefinitions": [
+            {"AttributeName": a["name"], "AttributeType": a["type"]} for a in i["attributes"]
+        ],
+        "BillingMode": i.get("billingMode") or "PAY_PER_REQUEST",
+    }
+    if i.get("streamEnabled"):
+        params["StreamSpecification"] = {
+            "StreamEnabled": True,
+            "StreamViewType": i.get("streamViewType") or "NEW_AND_OLD_IMAGES",
+        }
+    if indexes := i.get("globalSecondaryIndexes"):
+        params["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index["name"],
+                "KeySchema": _key_schema(index["hashKey"], index.get("rangeKey")),
+                "Projection": {
+                    "ProjectionType": index.get("projectionType") or "ALL",
+                    **(
+                        {"NonKeyAttributes": index["nonKeyAttributes"]}
+                        if index.get("nonKeyAttributes")
+                        else {}
+                    ),
+                },
+            }
+            for index in indexes
+        ]
+    ddb = e.client("dynamodb")
+    description = ddb.create_table(**params)["TableDescription"]
+    ddb.get_waiter("table_exists").wait(TableName=table)
+    if (ttl := i.get("ttl")) and ttl.get("enabled"):
+        ddb.update_time_to_live(
+            TableName=table,
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["attributeName"]},
+        )
+    if (i.get("pointInTimeRecovery") or {}).get("enabled"):
+        ddb.update_continuous_backups(
+            TableName=table,
+            PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+        )
+    return table, {
+        "name": table,
+        "arn": description["TableArn"],
+        "streamArn": description.get("LatestStreamArn", ""),
+    }
+
+
+def delete_table(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: e.client("dynamodb").delete_table(TableName=id_))
+
+
 # API Gateway (REST)
 def _api(e: Engine) -> Any:
     return e.client("apigateway")
@@ -709,6 +779,7 @@ HANDLERS: dict[str, tuple[Create, Delete]] = {
     "aws:sfn/stateMachine:StateMachine": (create_state_machine, delete_state_machine),
     "aws:cloudwatch/eventRule:EventRule": (create_event_rule, delete_event_rule),
     "aws:cloudwatch/eventTarget:EventTarget": (create_event_target, delete_event_target),
+    "aws:dynamodb/table:Table": (create_table, delete_table),
     "aws:apigateway/restApi:RestApi": (create_rest_api, delete_rest_api),
     # Everything inside a REST API goes with it.
     "aws:apigateway/resource:Resource": (create_api_resource, _noop_delete),

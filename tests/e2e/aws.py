@@ -135,3 +135,19 @@ def http(
         return status, json.loads(text)
     except json.JSONDecodeError:
         return status, text
+
+
+def invoke_raw(function_name: str, event: Any) -> tuple[bool, Any]:
+    """(succeeded, parsed payload) of a synchronous invoke."""
+    response = client("lambda").invoke(FunctionName=function_name, Payload=json.dumps(event))
+    payload = json.loads(response["Payload"].read() or b"null")
+    return not response.get("FunctionError"), payload
+
+
+def keys(bucket: str, prefix: str) -> list[str]:
+    paginator = client("s3").get_paginator("list_objects_v2")
+    return [
+        o["Key"]
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix)
+        for o in page.get("Contents", [])
+    ]

@@ -1,0 +1,167 @@
+"""Pattern 5: S3 PutObject -> transform Lambda -> exactly one output per input object version."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from components.buckets import secure_bucket
+from components.functions import (
+    allow,
+    allow_eventbridge_to_queue,
+    dead_letter_queue,
+    handler_function,
+)
+from components.name_dedup import s3_object_created_pattern
+from handlers.csv_transform import DEFAULT_SCHEMA, check_schema
+from handlers.etl import STRATEGIES
+
+POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
+TRIGGERS = ("notification", "eventbridge")
+
+
+@dataclasses.dataclass
+class IdempotentEtlArgs:
+    """`strategy`: deterministic | control-record | powertools. `trigger`: an S3
+    notification (default) or an EventBridge rule. `fault_injection` is a test hook
+    ('crash-after-staging'); leave it empty outside test stacks."""
+
+    strategy: str = "control-record"
+    trigger: str = "notification"
+    schema: dict[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SCHEMA))
+    output_prefix: str = "out/"
+    record_ttl_days: int = 7
+    timeout: int = 60
+    memory_size: int = 512
+    log_level: str = "INFO"
+    fault_injection: str = ""
+
+    def validate(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.trigger not in TRIGGERS:
+            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
+        check_schema(self.schema)
+        if self.fault_injection not in ("", "crash-after-staging"):
+            raise ValueError(f"unknown fault_injection {self.fault_injection!r}")
+
+
+class IdempotentEtl(pulumi.ComponentResource):
+    input_bucket: aws.s3.Bucket
+    output_bucket: aws.s3.Bucket
+    control_table: aws.dynamodb.Table
+    function: aws.lambda_.Function
+    dlq: aws.sqs.Queue
+
+    def __init__(
+        self, name: str, args: IdempotentEtlArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        args.validate()
+        super().__init__("exactly-once:index:IdempotentEtl", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        # Versioned input: every upload of a key is a distinct version to transform once.
+        self.input_bucket = secure_bucket(f"{name}-in", self, versioned=True, force_destroy=True)
+        self.output_bucket = secure_bucket(f"{name}-out", self, force_destroy=True)
+        self.control_table = aws.dynamodb.Table(
+            f"{name}-control",
+            billing_mode="PAY_PER_REQUEST",
+            hash_key="id",
+            attributes=[aws.dynamodb.TableAttributeArgs(name="id", type="S")],
+            ttl=aws.dynamodb.TableTtlArgs(attribute_name="expiration", enabled=True),
+            point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),
+            opts=child,
+        )
+        self.dlq = dead_letter_queue(name, self)
+        objects_in = self.input_bucket.arn.apply(lambda arn: f"{arn}/*")
+        objects_out = self.output_bucket.arn.apply(lambda arn: f"{arn}/*")
+        transform = handler_function(
+            f"{name}-transform",
+            handler="handlers.etl.handler",
+            statements=[
+                allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
+                allow(["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], [objects_out]),
+                allow(
+                    [
+                        "dynamodb:GetItem",
+                        "dynamodb:PutItem",
+                        "dynamodb:UpdateItem",
+                        "dynamodb:DeleteItem",
+                    ],
+                    [self.control_table.arn],
+                ),
+            ],
+            environment={
+                "STRATEGY": args.strategy,
+                "OUTPUT_BUCKET": self.output_bucket.bucket,
+                "OUTPUT_PREFIX": args.output_prefix,
+                "CONTROL_TABLE": self.control_table.name,
+                "RECORD_TTL_SECONDS": str(args.record_ttl_days * 24 * 3600),
+                "SCHEMA": json.dumps(args.schema),
+                "DLQ_URL": self.dlq.url,
+                "LOG_LEVEL": args.log_level,
+                "FAULT_INJECTION": args.fault_injection,
+                "POWERTOOLS_SERVICE_NAME": name,
+            },
+            dead_letter_arn=self.dlq.arn,
+            timeout=args.timeout,
+            memory_size=args.memory_size,
+            requirements=POWERTOOLS if args.strategy == "powertools" else (),
+            parent=self,
+        )
+        self.function = transform.function
+        if args.trigger == "notification":
+            permission = aws.lambda_.Permission(
+                f"{name}-s3-invoke",
+                action="lambda:InvokeFunction",
+                function=self.function.name,
+                principal="s3.amazonaws.com",
+                source_arn=self.input_bucket.arn,
+                opts=child,
+            )
+            aws.s3.BucketNotification(
+                f"{name}-notification",
+                bucket=self.input_bucket.id,
+                lambda_functions=[
+                    aws.s3.BucketNotificationLambdaFunctionArgs(
+                        lambda_function_arn=self.function.arn, events=["s3:ObjectCreated:*"]
+                    )
+                ],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+            )
+        else:
+            aws.s3.BucketNotification(
+                f"{name}-events", bucket=self.input_bucket.id, eventbridge=True, opts=child
+            )
+            rule = aws.cloudwatch.EventRule(
+                f"{name}-rule",
+                event_pattern=s3_object_created_pattern(self.input_bucket.bucket),
+                opts=child,
+            )
+            permission = aws.lambda_.Permission(
+                f"{name}-events-invoke",
+                action="lambda:InvokeFunction",
+                function=self.function.name,
+                principal="events.amazonaws.com",
+                source_arn=rule.arn,
+                opts=child,
+            )
+            allow_eventbridge_to_queue(name, self.dlq, rule.arn, self)
+            aws.cloudwatch.EventTarget(
+                f"{name}-target",
+                rule=rule.name,
+                arn=self.function.arn,
+                dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=self.dlq.arn),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+            )
+        self.register_outputs(
+            {
+                "inputBucket": self.input_bucket.bucket,
+                "outputBucket": self.output_bucket.bucket,
+                "controlTable": self.control_table.name,
+                "functionName": self.function.name,
+                "dlqUrl": self.dlq.url,
+            }
+        )
