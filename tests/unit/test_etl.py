@@ -1,0 +1,189 @@
+"""The ETL handler per strategy, in-process against moto (S3, DynamoDB, SQS)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from handlers import etl, runtime
+from handlers.csv_transform import MalformedInput, transform
+from handlers.keys import BadEvent
+from handlers.s3_events import object_refs
+
+CSV = b"id,name,amount\n1,alpha,2.5\n"
+
+
+@pytest.fixture
+def world(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    s3, ddb = runtime.client("s3"), runtime.client("dynamodb")
+    for bucket in ("in-bucket", "out-bucket"):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket="in-bucket", VersioningConfiguration={"Status": "Enabled"})
+    ddb.create_table(
+        TableName="control",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    queue = runtime.client("sqs").create_queue(QueueName="dlq")["QueueUrl"]
+    monkeypatch.setattr(etl, "OUTPUT_BUCKET", "out-bucket")
+    monkeypatch.setattr(etl, "CONTROL_TABLE", "control")
+    monkeypatch.setattr(etl, "_powertools", {})
+    monkeypatch.setenv("DLQ_URL", queue)
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "etl-test")
+    yield {"queue": queue}
+
+
+def context(request_id: str = "req-1", remaining_ms: int = 30_000) -> SimpleNamespace:
+    deadline = time.time() * 1000 + remaining_ms
+    return SimpleNamespace(
+        aws_request_id=request_id,
+        function_name="etl-test",
+        memory_limit_in_mb=128,
+        invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:etl-test",
+        get_remaining_time_in_millis=lambda: int(deadline - time.time() * 1000),
+    )
+
+
+def notification(key: str, body: bytes = CSV) -> dict[str, Any]:
+    put = runtime.client("s3").put_object(Bucket="in-bucket", Key=key, Body=body)
+    obj = {"key": key, "eTag": put["ETag"], "versionId": put["VersionId"]}
+    return {"Records": [{"s3": {"bucket": {"name": "in-bucket"}, "object": obj}}]}
+
+
+def outputs() -> list[str]:
+    listing = runtime.client("s3").list_objects_v2(Bucket="out-bucket")
+    return [o["Key"] for o in listing.get("Contents", [])]
+
+
+def records() -> list[dict]:
+    return runtime.client("dynamodb").scan(TableName="control")["Items"]
+
+
+@pytest.mark.parametrize("strategy", etl.STRATEGIES)
+def test_each_strategy_writes_one_output_however_often_it_runs(
+    world: dict[str, str], strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(etl, "STRATEGY", strategy)
+    event = notification("in/a b.csv")
+    for attempt in range(3):
+        etl.handler(event, context(f"req-{attempt}"))
+    [key] = outputs()
+    assert key.startswith("out/in/a b.csv.") and key.endswith(".jsonl")
+    body = runtime.client("s3").get_object(Bucket="out-bucket", Key=key)["Body"].read()
+    assert json.loads(body) == {"amount": 2.5, "id": 1, "name": "alpha"}
+    done = [r for r in records() if r["status"]["S"] in ("COMPLETE", "COMPLETED")]
+    assert len(done) == (0 if strategy == "deterministic" else 1)
+
+
+def test_control_record_reports_duplicates(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(etl, "STRATEGY", "control-record")
+    event = notification("k.csv")
+    first = etl.handler(event, context("a"))["results"][0]
+    second = etl.handler(event, context("b"))["results"][0]
+    assert (first["status"], second["status"]) == ("WRITTEN", "DUPLICATE")
+    assert first["output"] == second["output"]
+
+
+def test_a_live_lock_makes_a_concurrent_duplicate_back_off(world: dict[str, str]) -> None:
+    [ref] = object_refs(notification("k.csv"))
+    assert etl.acquire(ref, "first", remaining_ms=30_000) is None
+    with pytest.raises(etl.InProgress, match="first"):
+        etl.acquire(ref, "second", remaining_ms=30_000)
+
+
+def test_a_crashed_runs_lock_expires_and_the_next_delivery_redoes_the_work(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(etl, "STRATEGY", "control-record")
+    event = notification("k.csv")
+    [ref] = object_refs(event)
+    etl.acquire(ref, "crashed", remaining_ms=1)  # a run that died holding a 1 ms lock
+    time.sleep(0.01)
+    result = etl.handler(event, context("retry"))["results"][0]
+    assert result["status"] == "WRITTEN"
+    assert len(outputs()) == 1
+
+
+def test_a_retryable_failure_releases_the_lock(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(etl, "STRATEGY", "control-record")
+    event = notification("k.csv")
+
+    def broken(ref: Any) -> str:
+        raise ConnectionError("S3 went away")
+
+    monkeypatch.setattr(etl, "produce", broken)
+    with pytest.raises(ConnectionError):
+        etl.handler(event, context())
+    assert records() == []  # the next delivery need not wait for the lock to expire
+
+
+@pytest.mark.parametrize("strategy", etl.STRATEGIES)
+def test_malformed_input_is_recorded_dead_lettered_once_and_never_written(
+    world: dict[str, str], strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(etl, "STRATEGY", strategy)
+    event = notification("bad.csv", b"id,name,amount\n1,alpha,lots\n")
+    for _ in range(2):
+        assert etl.handler(event, context())["results"][0]["status"] == "REJECTED"
+    [failure] = [r for r in records() if r["id"]["S"].startswith("failed#")]
+    assert "amount" in failure["reason"]["S"]
+    messages = runtime.client("sqs").receive_message(
+        QueueUrl=world["queue"], MaxNumberOfMessages=10
+    )
+    assert len(messages["Messages"]) == 1
+    assert outputs() == []
+
+
+def test_a_non_s3_event_goes_to_the_dlq(world: dict[str, str]) -> None:
+    assert etl.handler({"hello": 1}, context())["results"][0]["status"] == "REJECTED"
+    messages = runtime.client("sqs").receive_message(QueueUrl=world["queue"])
+    assert "neither" in json.loads(messages["Messages"][0]["Body"])["reason"]
+
+
+def test_eventbridge_and_notification_events_name_the_same_object() -> None:
+    [a] = object_refs(
+        {
+            "Records": [
+                {"s3": {"bucket": {"name": "b"}, "object": {"key": "a+b%2Fc", "versionId": "v"}}}
+            ]
+        }
+    )
+    [b] = object_refs(
+        {"detail": {"bucket": {"name": "b"}, "object": {"key": "a+b%2Fc", "version-id": "v"}}}
+    )
+    assert a == b and a.key == "a b/c" and a.identity == "b/a b/c#v"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"id,name\n1,a\n", "lacks required columns"),
+        (b"id,name,amount\n1,a\n", "expected 3 fields"),
+        (b"id,name,amount\nx,a,1\n", "'id' is not int"),
+        (b"id,name,amount\n", "no rows"),
+        (b"\xff\xfe", "not UTF-8"),
+    ],
+)
+def test_transform_rejects_malformed_csv_with_a_reason(data: bytes, message: str) -> None:
+    with pytest.raises(MalformedInput, match=message):
+        transform(data)
+
+
+def test_transform_output_is_deterministic() -> None:
+    assert transform(CSV) == transform(CSV) == b'{"amount": 2.5, "id": 1, "name": "alpha"}\n'
+
+
+def test_an_object_without_version_or_etag_is_bad() -> None:
+    [ref] = object_refs({"detail": {"bucket": {"name": "b"}, "object": {"key": "k"}}})
+    with pytest.raises(BadEvent):
+        _ = ref.identity
