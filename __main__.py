@@ -11,9 +11,11 @@ import pulumi
 from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from components.buckets import secure_bucket
 from components.config import args_from_config
+from components.demo_steps import DemoSteps
 from components.etl import IdempotentEtl, IdempotentEtlArgs
 from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from components.provider import aws_provider
+from components.resumable import ResumableWorkflow, ResumableWorkflowArgs
 
 config = pulumi.Config()
 region = pulumi.Config("aws").get("region") or "us-east-1"
@@ -86,3 +88,20 @@ if etl_config is not None:
             "strategy": entry.get("strategy", "control-record"),
         }
     pulumi.export("etl", etl_outputs)
+
+# The resumable workflow, with demo steps (handlers/demo_steps.py) named in config.
+resumable = config.get_object("resumable")
+if resumable is not None:
+    demo = DemoSteps("resumable-steps", list(resumable.pop("demoSteps")), opts)
+    workflow = ResumableWorkflow(
+        "resumable", args_from_config(ResumableWorkflowArgs, resumable, steps=demo.steps), opts
+    )
+    pulumi.export(
+        "resumable",
+        {
+            "stateMachineArn": workflow.state_machine.arn,
+            "table": workflow.table.name,
+            "counterTable": demo.counter_table.name,
+            "steps": [step.name for step in demo.steps],
+        },
+    )

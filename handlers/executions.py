@@ -58,10 +58,12 @@ def start_once(
     document: dict[str, Any],
     reuse_policy: str = REJECT_DUPLICATE,
     hide_key: bool = False,
+    sfn: Any = None,
 ) -> Outcome:
+    """Start `document` (plus its attempt number) under the name derived from `key`."""
     if reuse_policy not in REUSE_POLICIES:
         raise ValueError(f"reuse policy must be one of {REUSE_POLICIES}, got {reuse_policy!r}")
-    sfn = client("stepfunctions")
+    sfn = sfn or client("stepfunctions")
     attempt = 0
     while True:
         name = execution_name(key, attempt, hide_key)

@@ -1,0 +1,38 @@
+"""Step functions for the demo resumable workflow (handlers/demo_steps.py), one per name."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from components.functions import allow, handler_function
+from components.resumable import WorkflowStep
+
+
+class DemoSteps(pulumi.ComponentResource):
+    counter_table: aws.dynamodb.Table
+    steps: list[WorkflowStep]
+
+    def __init__(
+        self, name: str, step_names: list[str], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("exactly-once:index:DemoSteps", name, {}, opts)
+        self.counter_table = aws.dynamodb.Table(
+            f"{name}-calls",
+            billing_mode="PAY_PER_REQUEST",
+            hash_key="pk",
+            attributes=[aws.dynamodb.TableAttributeArgs(name="pk", type="S")],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.steps = []
+        for step in step_names:
+            function = handler_function(
+                f"{name}-{step}",
+                handler="handlers.demo_steps.handler",
+                statements=[allow(["dynamodb:UpdateItem"], [self.counter_table.arn])],
+                environment={"STEP_NAME": step, "COUNTER_TABLE": self.counter_table.name},
+                timeout=10,
+                parent=self,
+            ).function
+            self.steps.append(WorkflowStep(step, function))
+        self.register_outputs({"counterTable": self.counter_table.name})

@@ -1,0 +1,1 @@
+"""Operator commands for the resumable workflow: `python -m ops --help`."""

@@ -1,0 +1,94 @@
+"""Read and change a resumable workflow's checkpoints; start re-runs and redrives.
+
+When to use which re-run:
+- `rerun`: start the workflow again from the top under the next attempt name; the
+  steps recorded in the checkpoint are skipped. Works at any time, after any change
+  (new input, a step marked done by hand, a fixed bug in a step).
+- `redrive`: Step Functions' native RedriveExecution restarts a FAILED, TIMED_OUT or
+  ABORTED execution from the state that failed, with the same input and definition,
+  within 14 days of its end. No checkpoint involved, so no extra state transitions;
+  but a step that failed after its side effect is repeated, and it cannot skip
+  steps you fixed by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import boto3
+
+from components.resumable_asl import EMPTY, attribute
+from handlers.executions import ALLOW_DUPLICATE_FAILED_ONLY, Outcome, start_once
+
+
+class Checkpoints:
+    def __init__(
+        self,
+        table: str,
+        state_machine_arn: str,
+        endpoint_url: str | None = None,
+        region: str = "us-east-1",
+    ) -> None:
+        self.table = table
+        self.state_machine_arn = state_machine_arn
+        options: dict[str, Any] = {"region_name": region}
+        if endpoint_url:
+            options.update(
+                endpoint_url=endpoint_url, aws_access_key_id="test", aws_secret_access_key="test"
+            )
+        self.ddb = boto3.client("dynamodb", **options)
+        self.sfn = boto3.client("stepfunctions", **options)
+
+    def show(self, key: str) -> dict[str, Any] | None:
+        """Each step's entry ({} = not done), or None when the key has no checkpoint."""
+        item = self.ddb.get_item(
+            TableName=self.table, Key={"pk": {"S": key}}, ConsistentRead=True
+        ).get("Item")
+        if item is None:
+            return None
+        steps = {
+            name.removeprefix("out_"): json.loads(value["S"])
+            for name, value in item.items()
+            if name.startswith("out_")
+        }
+        return {
+            "key": key,
+            "steps": steps,
+            "first_execution": item.get("first_execution", {}).get("S"),
+        }
+
+    def mark_done(self, key: str, step: str, output: Any = None, ttl_days: int = 30) -> None:
+        """Record `step` as done (by an operator) so the next run skips it."""
+        entry = json.dumps({"done": True, "output": output, "by": "operator"})
+        self.ddb.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": key}},
+            UpdateExpression=f"SET {attribute(step)} = :entry, expires_at = :ttl",
+            ExpressionAttributeValues={
+                ":entry": {"S": entry},
+                ":ttl": {"N": str(int(time.time()) + ttl_days * 86400)},
+            },
+        )
+
+    def mark_not_done(self, key: str, step: str) -> None:
+        self.ddb.update_item(
+            TableName=self.table,
+            Key={"pk": {"S": key}},
+            UpdateExpression=f"SET {attribute(step)} = :empty",
+            ExpressionAttributeValues={":empty": {"S": EMPTY}},
+        )
+
+    def clear(self, key: str) -> None:
+        """Forget every step of `key`: the next run starts from scratch."""
+        self.ddb.delete_item(TableName=self.table, Key={"pk": {"S": key}})
+
+    def rerun(self, key: str, document: dict[str, Any]) -> Outcome:
+        """Start from the top under a new, deterministic attempt name (key, key-r1, ...)."""
+        return start_once(
+            self.state_machine_arn, key, document, ALLOW_DUPLICATE_FAILED_ONLY, sfn=self.sfn
+        )
+
+    def redrive(self, execution_arn: str) -> dict[str, Any]:
+        return self.sfn.redrive_execution(executionArn=execution_arn)
