@@ -12,10 +12,12 @@ from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from components.buckets import secure_bucket
 from components.config import args_from_config
 from components.demo_steps import DemoSteps
+from components.demo_target import DemoTarget
 from components.etl import IdempotentEtl, IdempotentEtlArgs
 from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from components.provider import aws_provider
 from components.resumable import ResumableWorkflow, ResumableWorkflowArgs
+from components.scheduler import Scheduler, SchedulerArgs
 
 config = pulumi.Config()
 region = pulumi.Config("aws").get("region") or "us-east-1"
@@ -103,5 +105,32 @@ if resumable is not None:
             "table": workflow.table.name,
             "counterTable": demo.counter_table.name,
             "steps": [step.name for step in demo.steps],
+        },
+    )
+
+# The scheduler; `demoChannels` get a recording demo target each (handlers/demo_target.py).
+scheduler_config = config.get_object("scheduler")
+if scheduler_config is not None:
+    channels = dict(scheduler_config.pop("channels", {}))
+    fires = {}
+    concurrency = scheduler_config.pop("demoConcurrency", None)
+    for channel in scheduler_config.pop("demoChannels", []):
+        target = DemoTarget(f"scheduler-{channel}", concurrency, opts)
+        channels[channel] = target.function
+        fires[channel] = target.fires_table.name
+    scheduler = Scheduler(
+        "scheduler", args_from_config(SchedulerArgs, scheduler_config, channels=channels), opts
+    )
+    pulumi.export(
+        "scheduler",
+        {
+            "url": scheduler.url,
+            "apiKey": scheduler.api_key,
+            "table": scheduler.table.name,
+            "stateMachineArn": scheduler.state_machine.arn,
+            "sweepFunction": scheduler.sweep_function.name,
+            "starterFunction": scheduler.starter_function.name,
+            "dlqUrl": scheduler.dlq.url,
+            "firesTables": fires,
         },
     )

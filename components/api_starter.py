@@ -22,6 +22,7 @@ import pulumi_aws as aws
 from components import api_templates
 from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
 from components.name_dedup import s3_object_created_pattern
+from components.rest_api import api_key
 from components.state_machines import demo_definition, require_standard, state_machine
 
 PATH = "start"
@@ -198,7 +199,18 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             opts=child,
         )
         self.url = self.stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/{PATH}")
-        self.api_key = self._api_key(name, args) if args.authorization == "API_KEY" else None
+        self.api_key = (
+            api_key(
+                name,
+                self.api,
+                self.stage,
+                self,
+                args.throttle_rate_limit,
+                args.throttle_burst_limit,
+            )
+            if args.authorization == "API_KEY"
+            else None
+        )
         self.dlq = None
         if args.bucket_name is not None:
             self._forward_s3_events(name, args, region)
@@ -231,26 +243,6 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             opts=child,
         )
         return validator, {JSON: model.name}, None
-
-    def _api_key(self, name: str, args: ApiGatewayStarterArgs) -> pulumi.Output[str]:
-        child = pulumi.ResourceOptions(parent=self)
-        key = aws.apigateway.ApiKey(f"{name}-key", opts=child)
-        plan = aws.apigateway.UsagePlan(
-            f"{name}-plan",
-            api_stages=[
-                aws.apigateway.UsagePlanApiStageArgs(
-                    api_id=self.api.id, stage=self.stage.stage_name
-                )
-            ],
-            throttle_settings=aws.apigateway.UsagePlanThrottleSettingsArgs(
-                rate_limit=args.throttle_rate_limit, burst_limit=args.throttle_burst_limit
-            ),
-            opts=child,
-        )
-        aws.apigateway.UsagePlanKey(
-            f"{name}-plan-key", key_id=key.id, key_type="API_KEY", usage_plan_id=plan.id, opts=child
-        )
-        return pulumi.Output.secret(key.value)
 
     def _forward_s3_events(
         self, name: str, args: ApiGatewayStarterArgs, region: pulumi.Output[str]

@@ -112,6 +112,7 @@ def handler_function(
     memory_size: int = 256,
     requirements: tuple[str, ...] = (),
     log_retention_days: int = 14,
+    reserved_concurrency: int | None = None,
 ) -> HandlerFunction:
     """A function running `handlers.<module>.<fn>`, its log group and a role allowing
     only `statements`, its own log writes and (with `dead_letter_arn`) its DLQ."""
@@ -142,6 +143,7 @@ def handler_function(
             if dead_letter_arn is not None
             else None
         ),
+        reserved_concurrent_executions=reserved_concurrency,
         logging_config=aws.lambda_.FunctionLoggingConfigArgs(
             log_format="Text", log_group=log_group.name
         ),

@@ -578,6 +578,47 @@ def delete_table(e: Engine, id_: str, _: Outputs) -> None:
     _ignore_missing(lambda: e.client("dynamodb").delete_table(TableName=id_))
 
 
+def create_table_item(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    item = json.loads(i["item"])
+    e.client("dynamodb").put_item(TableName=i["tableName"], Item=item)
+    return f"{i['tableName']}|{json.dumps({i['hashKey']: item[i['hashKey']]})}", {}
+
+
+def delete_table_item(e: Engine, id_: str, _: Outputs) -> None:
+    table, key = id_.split("|", 1)
+    _ignore_missing(lambda: e.client("dynamodb").delete_item(TableName=table, Key=json.loads(key)))
+
+
+def create_event_source_mapping(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    params: dict[str, Any] = {
+        "EventSourceArn": i["eventSourceArn"],
+        "FunctionName": i["functionName"],
+        "StartingPosition": i.get("startingPosition") or "LATEST",
+        "BatchSize": int(i.get("batchSize") or 100),
+    }
+    for key, param in (
+        ("bisectBatchOnFunctionError", "BisectBatchOnFunctionError"),
+        ("maximumRetryAttempts", "MaximumRetryAttempts"),
+    ):
+        if i.get(key) is not None:
+            params[param] = int(i[key]) if isinstance(i[key], float) else i[key]
+    if filters := (i.get("filterCriteria") or {}).get("filters"):
+        params["FilterCriteria"] = {"Filters": [{"Pattern": f["pattern"]} for f in filters]}
+    if target := ((i.get("destinationConfig") or {}).get("onFailure") or {}).get("destinationArn"):
+        params["DestinationConfig"] = {"OnFailure": {"Destination": target}}
+    lam = e.client("lambda")
+    uuid = lam.create_event_source_mapping(**params)["UUID"]
+    for _ in range(60):  # usable once Enabled
+        if lam.get_event_source_mapping(UUID=uuid)["State"] == "Enabled":
+            break
+        time.sleep(0.5)
+    return uuid, {"uuid": uuid}
+
+
+def delete_event_source_mapping(e: Engine, id_: str, _: Outputs) -> None:
+    _ignore_missing(lambda: e.client("lambda").delete_event_source_mapping(UUID=id_))
+
+
 # API Gateway (REST)
 def _api(e: Engine) -> Any:
     return e.client("apigateway")
@@ -780,6 +821,11 @@ HANDLERS: dict[str, tuple[Create, Delete]] = {
     "aws:cloudwatch/eventRule:EventRule": (create_event_rule, delete_event_rule),
     "aws:cloudwatch/eventTarget:EventTarget": (create_event_target, delete_event_target),
     "aws:dynamodb/table:Table": (create_table, delete_table),
+    "aws:dynamodb/tableItem:TableItem": (create_table_item, delete_table_item),
+    "aws:lambda/eventSourceMapping:EventSourceMapping": (
+        create_event_source_mapping,
+        delete_event_source_mapping,
+    ),
     "aws:apigateway/restApi:RestApi": (create_rest_api, delete_rest_api),
     # Everything inside a REST API goes with it.
     "aws:apigateway/resource:Resource": (create_api_resource, _noop_delete),

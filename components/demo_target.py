@@ -1,0 +1,35 @@
+"""A demo scheduler channel (handlers/demo_target.py) that records every fire."""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from components.functions import allow, handler_function
+
+
+class DemoTarget(pulumi.ComponentResource):
+    fires_table: aws.dynamodb.Table
+    function: aws.lambda_.Function
+
+    def __init__(
+        self, name: str, concurrency: int | None = None, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("exactly-once:index:DemoTarget", name, {}, opts)
+        self.fires_table = aws.dynamodb.Table(
+            f"{name}-fires",
+            billing_mode="PAY_PER_REQUEST",
+            hash_key="pk",
+            attributes=[aws.dynamodb.TableAttributeArgs(name="pk", type="S")],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.function = handler_function(
+            name,
+            handler="handlers.demo_target.handler",
+            statements=[allow(["dynamodb:UpdateItem"], [self.fires_table.arn])],
+            environment={"FIRES_TABLE": self.fires_table.name},
+            timeout=10,
+            reserved_concurrency=concurrency,
+            parent=self,
+        ).function
+        self.register_outputs({"firesTable": self.fires_table.name})

@@ -1,0 +1,388 @@
+"""Pattern 3: the precise scheduler. Register messages by API; each fires once, at its time.
+
+POST /messages -> DynamoDB (RESERVED, or STANDBY when due within the window)
+sweep (EventBridge schedule) -> RESERVED due within the window -> STANDBY
+stream (filtered to STANDBY) -> starter -> execution named by the message id:
+    Wait until publishTime -> Claim (STANDBY -> FIRING) -> the channel's Lambda
+    -> DONE, or FAILED with the error
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.functions import allow, dead_letter_queue, handler_function
+from components.rest_api import api_key
+from components.resumable_asl import CONDITION_FAILED, DYNAMODB_RETRY
+from components.state_machines import state_machine
+from handlers.scheduler import STATUS_INDEX
+
+
+def waiting_definition(table_name: str) -> dict[str, Any]:
+    key = {"pk": {"S.$": "States.Format('MESSAGE#{}', $.id)"}}
+
+    def set_status(new: str, expected: str, extra: str = "", values: dict | None = None) -> dict:
+        return {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::dynamodb:updateItem",
+            "Parameters": {
+                "TableName": table_name,
+                "Key": key,
+                "UpdateExpression": f"SET #s = :new{extra}",
+                "ConditionExpression": "#s = :expected",
+                "ExpressionAttributeNames": {"#s": "status"},
+                "ExpressionAttributeValues": {
+                    ":new": {"S": new},
+                    ":expected": {"S": expected},
+                    **(values or {}),
+                },
+            },
+            "ResultPath": None,
+            "Retry": [DYNAMODB_RETRY],
+        }
+
+    return {
+        "Comment": "One scheduled message: wait, claim, fire once (components/scheduler.py)",
+        "StartAt": "Wait",
+        "States": {
+            "Wait": {"Type": "Wait", "TimestampPath": "$.publishAt", "Next": "Claim"},
+            "Claim": {
+                **set_status("FIRING", "STANDBY"),
+                "Catch": [
+                    {"ErrorEquals": [CONDITION_FAILED], "ResultPath": None, "Next": "NotFired"}
+                ],
+                "Next": "Fire",
+            },
+            "Fire": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {
+                    "FunctionName.$": "$.targetArn",
+                    "Payload": {
+                        "id.$": "$.id",
+                        "channel.$": "$.channel",
+                        "parameters.$": "$.parameters",
+                        "publishTime.$": "$.publishTime",
+                    },
+                },
+                "ResultSelector": {"response.$": "$.Payload"},
+                "ResultPath": "$.fired",
+                "Retry": [
+                    # A throttled invoke never ran: keep trying (a burst of due messages
+                    # against a target with little concurrency), a few seconds apart.
+                    {
+                        "ErrorEquals": ["Lambda.TooManyRequestsException"],
+                        "IntervalSeconds": 1,
+                        "MaxAttempts": 30,
+                        "BackoffRate": 1.5,
+                        "MaxDelaySeconds": 5,
+                        "JitterStrategy": "FULL",
+                    },
+                    # The target failed: retry; targets get the message id to stay
+                    # idempotent should an attempt time out after its side effect.
+                    {
+                        "ErrorEquals": ["States.ALL"],
+                        "IntervalSeconds": 1,
+                        "MaxAttempts": 3,
+                        "BackoffRate": 2,
+                    },
+                ],
+                "Catch": [
+                    {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkFailed"}
+                ],
+                "Next": "MarkDone",
+            },
+            "MarkDone": {
+                **set_status(
+                    "DONE", "FIRING", ", fired_at = :at", {":at": {"S.$": "$$.State.EnteredTime"}}
+                ),
+                "End": True,
+            },
+            "MarkFailed": {
+                **set_status(
+                    "FAILED",
+                    "FIRING",
+                    ", #e = :error",
+                    {":error": {"S.$": "States.JsonToString($.error)"}},
+                ),
+                "Next": "Failed",
+            },
+            "Failed": {
+                "Type": "Fail",
+                "Error": "TargetFailed",
+                "Cause": "the channel's Lambda failed",
+            },
+            "NotFired": {"Type": "Succeed", "Comment": "cancelled (or no longer STANDBY) in time"},
+        },
+    }
+
+
+@dataclasses.dataclass
+class SchedulerArgs:
+    """`channels`: channel name -> target Lambda ARN (or Function). The sweep runs every
+    `sweep_period_minutes` and moves messages due within `window_minutes` to STANDBY;
+    the window must cover the period, or a message could be swept too late."""
+
+    channels: dict[str, pulumi.Input[str] | aws.lambda_.Function]
+    sweep_period_minutes: int = 60
+    window_minutes: int = 65
+    stage_name: str = "v1"
+
+    def validate(self) -> None:
+        if not self.channels:
+            raise ValueError("a scheduler needs at least one channel")
+        if self.window_minutes < self.sweep_period_minutes:
+            raise ValueError(
+                f"window_minutes ({self.window_minutes}) must be at least sweep_period_minutes "
+                f"({self.sweep_period_minutes}), or messages due between sweeps fire late"
+            )
+
+
+class Scheduler(pulumi.ComponentResource):
+    table: aws.dynamodb.Table
+    state_machine: aws.sfn.StateMachine
+    url: pulumi.Output[str]
+    api_key: pulumi.Output[str]
+    dlq: aws.sqs.Queue
+    sweep_function: aws.lambda_.Function
+    starter_function: aws.lambda_.Function
+
+    def __init__(
+        self, name: str, args: SchedulerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        args.validate()
+        super().__init__("exactly-once:index:Scheduler", name, {}, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.table = aws.dynamodb.Table(
+            f"{name}-messages",
+            billing_mode="PAY_PER_REQUEST",
+            hash_key="pk",
+            attributes=[
+                aws.dynamodb.TableAttributeArgs(name="pk", type="S"),
+                aws.dynamodb.TableAttributeArgs(name="status", type="S"),
+                aws.dynamodb.TableAttributeArgs(name="publish_at", type="N"),
+            ],
+            global_secondary_indexes=[
+                aws.dynamodb.TableGlobalSecondaryIndexArgs(
+                    name=STATUS_INDEX,
+                    hash_key="status",
+                    range_key="publish_at",
+                    projection_type="KEYS_ONLY",
+                )
+            ],
+            stream_enabled=True,
+            stream_view_type="NEW_AND_OLD_IMAGES",
+            point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),
+            opts=child,
+        )
+        targets = {
+            channel: target.arn
+            if isinstance(target, aws.lambda_.Function)
+            else pulumi.Output.from_input(target)
+            for channel, target in args.channels.items()
+        }
+        for channel, arn in targets.items():
+            aws.dynamodb.TableItem(
+                f"{name}-channel-{channel}",
+                table_name=self.table.name,
+                hash_key="pk",
+                item=arn.apply(
+                    lambda a, c=channel: json.dumps(
+                        {"pk": {"S": f"INVOKER#{c}"}, "target_arn": {"S": a}}
+                    )
+                ),
+                opts=child,
+            )
+        self.state_machine = state_machine(
+            f"{name}-waiter",
+            self.table.name.apply(lambda t: json.dumps(waiting_definition(t))),
+            self,
+            [
+                allow(["dynamodb:UpdateItem"], [self.table.arn]),
+                allow(["lambda:InvokeFunction"], list(targets.values())),
+            ],
+        )
+        environment = {
+            "TABLE": self.table.name,
+            "STATE_MACHINE_ARN": self.state_machine.arn,
+            "WINDOW_SECONDS": str(args.window_minutes * 60),
+        }
+        index_arn = self.table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")
+        executions = self.state_machine.arn.apply(
+            lambda a: a.replace(":stateMachine:", ":execution:", 1) + ":*"
+        )
+        self.dlq = dead_letter_queue(name, self)
+
+        # The register API.
+        api_function = handler_function(
+            f"{name}-api",
+            handler="handlers.scheduler_api.handler",
+            statements=[
+                allow(
+                    ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+                    [self.table.arn],
+                ),
+                allow(["states:StopExecution"], [executions]),
+            ],
+            environment=environment,
+            parent=self,
+        ).function
+        self._rest_api(name, args, api_function)
+
+        # The sweep.
+        self.sweep_function = handler_function(
+            f"{name}-sweep",
+            handler="handlers.scheduler.sweep_handler",
+            statements=[
+                allow(["dynamodb:Query"], [index_arn]),
+                allow(["dynamodb:UpdateItem"], [self.table.arn]),
+            ],
+            environment=environment,
+            timeout=300,
+            parent=self,
+        ).function
+        period = args.sweep_period_minutes
+        rule = aws.cloudwatch.EventRule(
+            f"{name}-sweep-schedule",
+            schedule_expression=f"rate({period} minute{'s' if period != 1 else ''})",
+            opts=child,
+        )
+        permission = aws.lambda_.Permission(
+            f"{name}-sweep-invoke",
+            action="lambda:InvokeFunction",
+            function=self.sweep_function.name,
+            principal="events.amazonaws.com",
+            source_arn=rule.arn,
+            opts=child,
+        )
+        aws.cloudwatch.EventTarget(
+            f"{name}-sweep-target",
+            rule=rule.name,
+            arn=self.sweep_function.arn,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+        )
+
+        # The stream starter.
+        starter = handler_function(
+            f"{name}-starter",
+            handler="handlers.scheduler.stream_handler",
+            statements=[
+                allow(["states:StartExecution"], [self.state_machine.arn]),
+                allow(
+                    [
+                        "dynamodb:DescribeStream",
+                        "dynamodb:GetRecords",
+                        "dynamodb:GetShardIterator",
+                        "dynamodb:ListStreams",
+                    ],
+                    [self.table.stream_arn],
+                ),
+            ],
+            environment=environment,
+            dead_letter_arn=self.dlq.arn,
+            parent=self,
+        )
+        self.starter_function = starter.function
+        aws.lambda_.EventSourceMapping(
+            f"{name}-stream",
+            event_source_arn=self.table.stream_arn,
+            function_name=starter.function.arn,
+            starting_position="LATEST",
+            batch_size=25,
+            bisect_batch_on_function_error=True,
+            maximum_retry_attempts=5,
+            filter_criteria=aws.lambda_.EventSourceMappingFilterCriteriaArgs(
+                filters=[
+                    aws.lambda_.EventSourceMappingFilterCriteriaFilterArgs(
+                        pattern=json.dumps(
+                            {"dynamodb": {"NewImage": {"status": {"S": ["STANDBY"]}}}}
+                        )
+                    )
+                ]
+            ),
+            destination_config=aws.lambda_.EventSourceMappingDestinationConfigArgs(
+                on_failure=aws.lambda_.EventSourceMappingDestinationConfigOnFailureArgs(
+                    destination_arn=self.dlq.arn
+                )
+            ),
+            opts=child,
+        )
+        self.register_outputs(
+            {"url": self.url, "table": self.table.name, "stateMachineArn": self.state_machine.arn}
+        )
+
+    def _rest_api(self, name: str, args: SchedulerArgs, function: aws.lambda_.Function) -> None:
+        child = pulumi.ResourceOptions(parent=self)
+        api = aws.apigateway.RestApi(
+            f"{name}-api", description="Register scheduled messages", opts=child
+        )
+        messages = aws.apigateway.Resource(
+            f"{name}-messages-resource",
+            rest_api=api.id,
+            parent_id=api.root_resource_id,
+            path_part="messages",
+            opts=child,
+        )
+        one = aws.apigateway.Resource(
+            f"{name}-message-resource",
+            rest_api=api.id,
+            parent_id=messages.id,
+            path_part="{id}",
+            opts=child,
+        )
+        pieces: list[pulumi.Resource] = []
+        for label, resource, verb in (
+            ("post", messages, "POST"),
+            ("get", one, "GET"),
+            ("delete", one, "DELETE"),
+        ):
+            method = aws.apigateway.Method(
+                f"{name}-{label}",
+                rest_api=api.id,
+                resource_id=resource.id,
+                http_method=verb,
+                authorization="NONE",
+                api_key_required=True,
+                opts=child,
+            )
+            pieces += [
+                method,
+                aws.apigateway.Integration(
+                    f"{name}-{label}-integration",
+                    rest_api=api.id,
+                    resource_id=resource.id,
+                    http_method=method.http_method,
+                    type="AWS_PROXY",
+                    integration_http_method="POST",
+                    uri=function.invoke_arn,
+                    opts=child,
+                ),
+            ]
+        aws.lambda_.Permission(
+            f"{name}-api-invoke",
+            action="lambda:InvokeFunction",
+            function=function.name,
+            principal="apigateway.amazonaws.com",
+            source_arn=api.execution_arn.apply(lambda a: f"{a}/*/*"),
+            opts=child,
+        )
+        deployment = aws.apigateway.Deployment(
+            f"{name}-deployment",
+            rest_api=api.id,
+            triggers={"v": "1"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=pieces),
+        )
+        stage = aws.apigateway.Stage(
+            f"{name}-stage",
+            rest_api=api.id,
+            deployment=deployment.id,
+            stage_name=args.stage_name,
+            opts=child,
+        )
+        self.url = stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/messages")
+        self.api_key = api_key(name, api, stage, self)

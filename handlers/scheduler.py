@@ -1,0 +1,281 @@
+"""Pattern 3, the precise scheduler: messages, their status machine, the sweep and the starter.
+
+One table: `MESSAGE#<id>` items (status, publish_at, channel, parameters) and
+`INVOKER#<channel>` items (the channel's target Lambda ARN). Every status change is
+a conditional write on the expected current status:
+
+    RESERVED --sweep--> STANDBY --stream starter--> execution `<id>` Waits
+    STANDBY --state machine Claim--> FIRING --> DONE | FAILED
+    RESERVED | STANDBY --DELETE--> CANCELLED   (a started Wait is stopped too)
+
+The starter names each execution by the message id, so a redelivered stream record
+or an overlapping sweep never starts a second one, and the Claim (STANDBY -> FIRING)
+means a cancel that wins the race is never fired.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import time
+import uuid
+from typing import Any
+
+from handlers.executions import start_once
+from handlers.runtime import client, error_code, log
+
+TABLE = os.environ.get("TABLE", "")
+STATE_MACHINE_ARN = os.environ.get("STATE_MACHINE_ARN", "")
+WINDOW_SECONDS = int(os.environ.get("WINDOW_SECONDS", "3600"))
+STATUS_INDEX = "by-status"
+PAST_TOLERANCE_SECONDS = 5
+MAX_PARAMETERS_BYTES = 32 * 1024
+MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
+
+RESERVED, STANDBY, FIRING, DONE, FAILED, CANCELLED = (
+    "RESERVED",
+    "STANDBY",
+    "FIRING",
+    "DONE",
+    "FAILED",
+    "CANCELLED",
+)
+
+
+class Invalid(ValueError):
+    """A registration that can never be accepted (a 400 with this message)."""
+
+
+class Conflict(Exception):
+    """The request contradicts the message's state (a 409 with this message)."""
+
+
+# -- validation ------------------------------------------------------------------------
+def publish_time(value: Any, now: float) -> float:
+    """Epoch seconds from a number or an ISO 8601 string with a time zone."""
+    if isinstance(value, bool) or value is None:
+        raise Invalid("publishTime is required: epoch seconds or ISO 8601 with a time zone")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise Invalid(f"publishTime {value!r} is neither epoch seconds nor ISO 8601") from None
+        if parsed.tzinfo is None:
+            raise Invalid(f"publishTime {value!r} has no time zone (add Z or +00:00)")
+        seconds = parsed.timestamp()
+    else:
+        raise Invalid(f"publishTime must be a number or a string, not {type(value).__name__}")
+    if seconds < now - PAST_TOLERANCE_SECONDS:
+        raise Invalid(f"publishTime is {now - seconds:.0f}s in the past")
+    if seconds > now + MAX_HORIZON_SECONDS:
+        raise Invalid("publishTime is more than 364 days ahead")
+    return seconds
+
+
+def validate(body: Any, now: float) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise Invalid("the body must be a JSON object")
+    channel = body.get("channel")
+    if not isinstance(channel, str) or not channel:
+        raise Invalid("channel is required (a string)")
+    parameters = body.get("parameters", {})
+    encoded = json.dumps(parameters, separators=(",", ":"), sort_keys=True)
+    if len(encoded.encode()) > MAX_PARAMETERS_BYTES:
+        raise Invalid(f"parameters are over {MAX_PARAMETERS_BYTES} bytes")
+    return {
+        "publish_at": publish_time(body.get("publishTime"), now),
+        "channel": channel,
+        "parameters": encoded,
+    }
+
+
+# -- the store ---------------------------------------------------------------------------
+def _ddb() -> Any:
+    return client("dynamodb")
+
+
+def message_key(message_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"MESSAGE#{message_id}"}}
+
+
+def target_of(channel: str) -> str | None:
+    item = _ddb().get_item(TableName=TABLE, Key={"pk": {"S": f"INVOKER#{channel}"}}).get("Item")
+    return item["target_arn"]["S"] if item else None
+
+
+def message_id_for(idempotency_key: str | None) -> str:
+    """A client key maps to one id forever; without one, a fresh id."""
+    if idempotency_key:
+        return str(uuid.UUID(hashlib.sha256(idempotency_key.encode()).hexdigest()[:32]))
+    return str(uuid.uuid4())
+
+
+def register(
+    body: Any, idempotency_key: str | None = None, now: float | None = None
+) -> tuple[dict, bool]:
+    """(message, created): a retried registration with the same key returns the first."""
+    now = time.time() if now is None else now
+    fields = validate(body, now)
+    target = target_of(fields["channel"])
+    if target is None:
+        raise Invalid(f"unknown channel {fields['channel']!r}")
+    message_id = message_id_for(idempotency_key)
+    status = STANDBY if fields["publish_at"] <= now + WINDOW_SECONDS else RESERVED
+    fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    item = {
+        **message_key(message_id),
+        "id": {"S": message_id},
+        "status": {"S": status},
+        "publish_at": {"N": f"{fields['publish_at']:.3f}"},
+        "channel": {"S": fields["channel"]},
+        "target_arn": {"S": target},
+        "parameters": {"S": fields["parameters"]},
+        "fingerprint": {"S": fingerprint},
+        "created_at": {"N": f"{now:.3f}"},
+    }
+    try:
+        _ddb().put_item(TableName=TABLE, Item=item, ConditionExpression="attribute_not_exists(pk)")
+    except Exception as exc:
+        if error_code(exc) != "ConditionalCheckFailedException":
+            raise
+        existing = get(message_id)
+        if existing is None or existing["fingerprint"] != fingerprint:
+            raise Conflict("this Idempotency-Key was used for a different message") from None
+        return existing, False
+    return to_message(item), True
+
+
+def to_message(item: dict[str, Any]) -> dict[str, Any]:
+    message = {
+        "id": item["id"]["S"],
+        "status": item["status"]["S"],
+        "publishTime": float(item["publish_at"]["N"]),
+        "channel": item["channel"]["S"],
+        "parameters": json.loads(item["parameters"]["S"]),
+        "fingerprint": item.get("fingerprint", {}).get("S"),
+    }
+    for name in ("fired_at", "error"):
+        if name in item:
+            message[name] = next(iter(item[name].values()))
+    return message
+
+
+def get(message_id: str) -> dict[str, Any] | None:
+    item = (
+        _ddb()
+        .get_item(TableName=TABLE, Key=message_key(message_id), ConsistentRead=True)
+        .get("Item")
+    )
+    return to_message(item) if item else None
+
+
+def transition(message_id: str, expected: tuple[str, ...], new: str) -> bool:
+    """Set status `new` if the status is one of `expected`; False otherwise."""
+    values = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
+    try:
+        _ddb().update_item(
+            TableName=TABLE,
+            Key=message_key(message_id),
+            UpdateExpression="SET #s = :new",
+            ConditionExpression=f"#s IN ({', '.join(values)})",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={**values, ":new": {"S": new}},
+        )
+    except Exception as exc:
+        if error_code(exc) == "ConditionalCheckFailedException":
+            return False
+        raise
+    return True
+
+
+def cancel(message_id: str) -> dict[str, Any]:
+    """Cancel a RESERVED or STANDBY message; its Wait, if started, is stopped too."""
+    if not transition(message_id, (RESERVED, STANDBY), CANCELLED):
+        message = get(message_id)
+        if message is None:
+            raise KeyError(message_id)
+        if message["status"] == CANCELLED:
+            return message
+        raise Conflict(f"message is {message['status']}; only RESERVED or STANDBY can be cancelled")
+    # The Claim step would refuse to fire anyway; stopping the Wait just ends it early.
+    from handlers.executions import execution_arn
+    from handlers.names import execution_name
+
+    arn = execution_arn(STATE_MACHINE_ARN, execution_name(message_id))
+    try:
+        client("stepfunctions").stop_execution(executionArn=arn, cause="message cancelled")
+    except Exception as exc:
+        if error_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotFound"):
+            raise
+    message = get(message_id)
+    assert message is not None
+    return message
+
+
+# -- the sweep: RESERVED messages due within the window go to STANDBY ---------------------
+def sweep(now: float | None = None) -> dict[str, int]:
+    """Page through every due RESERVED message (the index bounds the read to those)."""
+    now = time.time() if now is None else now
+    read = moved = 0
+    start: dict[str, Any] | None = None
+    while True:
+        query: dict[str, Any] = {
+            "TableName": TABLE,
+            "IndexName": STATUS_INDEX,
+            "KeyConditionExpression": "#s = :reserved AND publish_at <= :horizon",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {
+                ":reserved": {"S": RESERVED},
+                ":horizon": {"N": f"{now + WINDOW_SECONDS:.3f}"},
+            },
+            "ProjectionExpression": "id",
+        }
+        if start:
+            query["ExclusiveStartKey"] = start
+        page = _ddb().query(**query)
+        for item in page.get("Items", []):
+            read += 1
+            moved += transition(item["id"]["S"], (RESERVED,), STANDBY)
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            break
+    log("INFO", "sweep", read=read, moved=moved, window_seconds=WINDOW_SECONDS)
+    return {"read": read, "moved": moved}
+
+
+def sweep_handler(event: Any, context: Any) -> dict[str, int]:
+    return sweep()
+
+
+# -- the stream starter: one execution per STANDBY message, named by its id ---------------
+def execution_input(image: dict[str, Any]) -> dict[str, Any]:
+    publish_at = float(image["publish_at"]["N"])
+    return {
+        "id": image["id"]["S"],
+        "channel": image["channel"]["S"],
+        "targetArn": image["target_arn"]["S"],
+        "parameters": json.loads(image["parameters"]["S"]),
+        "publishTime": publish_at,
+        "publishAt": dt.datetime.fromtimestamp(publish_at, dt.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+    }
+
+
+def stream_handler(event: Any, context: Any) -> dict[str, Any]:
+    """Records arrive filtered to STANDBY images. A failure raises, so the event source
+    mapping retries and bisects the batch; starting again is harmless (same name)."""
+    outcomes = []
+    for record in event.get("Records", []):
+        image = record.get("dynamodb", {}).get("NewImage")
+        if not image or image.get("status", {}).get("S") != STANDBY:
+            continue
+        document = execution_input(image)
+        outcome = start_once(STATE_MACHINE_ARN, document["id"], document)
+        log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
+        outcomes.append(outcome.status)
+    return {"outcomes": outcomes}

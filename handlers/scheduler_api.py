@@ -1,0 +1,64 @@
+"""The scheduler's REST API (Lambda proxy integration).
+
+    POST   /messages        {publishTime, channel, parameters}  -> 201 {id, status}
+                            (Idempotency-Key header: a retry returns the same message, 200)
+    GET    /messages/{id}   -> 200 the message | 404
+    DELETE /messages/{id}   -> 200 cancelled | 404 | 409 already firing or done
+Bad input -> 400 {"message": <why>}; nothing is stored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from handlers import scheduler
+from handlers.runtime import log
+
+
+def respond(status: int, body: Any) -> dict[str, Any]:
+    return {
+        "statusCode": status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(body, default=str),
+    }
+
+
+def public(message: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k != "fingerprint"}
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    method = event.get("httpMethod", "")
+    message_id = (event.get("pathParameters") or {}).get("id")
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    try:
+        if method == "POST" and not message_id:
+            try:
+                body = json.loads(event.get("body") or "")
+            except json.JSONDecodeError as exc:
+                raise scheduler.Invalid(f"the body is not JSON: {exc.msg}") from None
+            message, created = scheduler.register(body, headers.get("idempotency-key"))
+            log(
+                "INFO",
+                "registered" if created else "registration replayed",
+                id=message["id"],
+                status=message["status"],
+            )
+            return respond(201 if created else 200, public(message))
+        if method == "GET" and message_id:
+            message = scheduler.get(message_id)
+            return (
+                respond(200, public(message))
+                if message
+                else respond(404, {"message": "no such message"})
+            )
+        if method == "DELETE" and message_id:
+            return respond(200, public(scheduler.cancel(message_id)))
+        return respond(405, {"message": f"{method} is not supported here"})
+    except scheduler.Invalid as exc:
+        return respond(400, {"message": str(exc)})
+    except scheduler.Conflict as exc:
+        return respond(409, {"message": str(exc)})
+    except KeyError:
+        return respond(404, {"message": "no such message"})

@@ -1,0 +1,200 @@
+"""Pattern 3 on LocalStack: messages registered by API fire once, at their time."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests.e2e.aws import client, eventually, executions, http, invoke, new_tag, steady
+
+LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
+
+
+@pytest.fixture
+def scheduler(stack: dict[str, Any]) -> dict[str, Any]:
+    return stack["scheduler"]
+
+
+def post(scheduler: dict[str, Any], body: Any, **headers: str) -> tuple[int, Any]:
+    return http("POST", scheduler["url"], body, {"x-api-key": scheduler["apiKey"], **headers})
+
+
+def message(scheduler: dict[str, Any], message_id: str) -> tuple[int, Any]:
+    return http("GET", f"{scheduler['url']}/{message_id}", None, {"x-api-key": scheduler["apiKey"]})
+
+
+def fired(scheduler: dict[str, Any], message_id: str) -> dict[str, float] | None:
+    item = (
+        client("dynamodb")
+        .get_item(
+            TableName=scheduler["firesTables"]["demo"], Key={"pk": {"S": f"fired#{message_id}"}}
+        )
+        .get("Item")
+    )
+    if not item:
+        return None
+    return {k: float(item[k]["N"]) for k in ("fires", "fired_at", "publish_time")}
+
+
+def all_fired(scheduler: dict[str, Any], ids: list[str]) -> dict[str, dict[str, float]]:
+    """The fire records of these ids, by one paginated scan."""
+    wanted = {f"fired#{i}" for i in ids}
+    paginator = client("dynamodb").get_paginator("scan")
+    found = {}
+    for page in paginator.paginate(TableName=scheduler["firesTables"]["demo"]):
+        for item in page["Items"]:
+            if item["pk"]["S"] in wanted:
+                found[item["pk"]["S"]] = {
+                    k: float(item[k]["N"]) for k in ("fires", "fired_at", "publish_time")
+                }
+    return found
+
+
+def test_a_message_fires_once_at_its_time(scheduler: dict[str, Any]) -> None:
+    publish = time.time() + LEAD
+    status, created = post(
+        scheduler, {"publishTime": publish, "channel": "demo", "parameters": {"n": 1}}
+    )
+    assert (status, created["status"]) == (201, "STANDBY")
+    record = eventually(lambda: fired(scheduler, created["id"]), timeout=LEAD + 20)
+    lateness = record["fired_at"] - publish
+    # LocalStack's Wait wakes up to ~0.1 s early (AWS documents 1 s granularity)
+    assert -0.25 <= lateness < 3, f"fired {lateness:.3f}s after its time"
+    assert steady(lambda: fired(scheduler, created["id"])["fires"], seconds=2) == 1
+    assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE")
+
+
+def test_iso_8601_publish_times_are_accepted(scheduler: dict[str, Any]) -> None:
+    iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600 * 24))
+    status, created = post(scheduler, {"publishTime": iso, "channel": "demo"})
+    assert (status, created["status"]) == (201, "RESERVED")  # beyond the window: the sweep's
+
+
+def test_the_same_idempotency_key_registers_and_fires_once(scheduler: dict[str, Any]) -> None:
+    body = {"publishTime": time.time() + LEAD, "channel": "demo"}
+    key = new_tag()
+    first = post(scheduler, body, **{"Idempotency-Key": key})
+    again = post(scheduler, body, **{"Idempotency-Key": key})
+    assert (first[0], again[0]) == (201, 200)
+    assert first[1]["id"] == again[1]["id"]
+    other = post(
+        scheduler, {**body, "channel": "demo", "parameters": {"x": 1}}, **{"Idempotency-Key": key}
+    )
+    assert other[0] == 409
+    eventually(lambda: fired(scheduler, first[1]["id"]), timeout=LEAD + 20)
+    assert steady(lambda: fired(scheduler, first[1]["id"])["fires"], seconds=2) == 1
+
+
+def test_a_redelivered_stream_record_starts_nothing_new(
+    scheduler: dict[str, Any], stack: dict[str, Any]
+) -> None:
+    # GIVEN a message whose execution the stream already started
+    status, created = post(scheduler, {"publishTime": time.time() + 30, "channel": "demo"})
+    assert status == 201
+    eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
+    # WHEN the same STANDBY record is delivered to the starter again
+    item = client("dynamodb").get_item(
+        TableName=scheduler["table"], Key={"pk": {"S": f"MESSAGE#{created['id']}"}}
+    )["Item"]
+    starter = scheduler["starterFunction"]
+    record = {"eventName": "MODIFY", "dynamodb": {"NewImage": item}}
+    assert invoke(starter, {"Records": [record]})["outcomes"] == ["DUPLICATE"]
+    # THEN one execution stands; cancel it so it never fires
+    assert len(executions(scheduler["stateMachineArn"], created["id"])) == 1
+    http("DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]})
+
+
+def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
+    status, created = post(scheduler, {"publishTime": time.time() + LEAD, "channel": "demo"})
+    [execution] = eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
+    status, cancelled = http(
+        "DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]}
+    )
+    assert (status, cancelled["status"]) == (200, "CANCELLED")
+    sfn = client("stepfunctions")
+    eventually(
+        lambda: (
+            sfn.describe_execution(executionArn=execution["executionArn"])["status"] != "RUNNING"
+        )
+    )
+    time.sleep(LEAD)
+    assert fired(scheduler, created["id"]) is None
+    # a second cancel is harmless; cancelling a fired message is a conflict
+    assert (
+        http(
+            "DELETE",
+            f"{scheduler['url']}/{created['id']}",
+            None,
+            {"x-api-key": scheduler["apiKey"]},
+        )[0]
+        == 200
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"channel": "demo"}, "publishTime is required"),
+        ({"publishTime": "soon", "channel": "demo"}, "neither epoch"),
+        ({"publishTime": time.time() - 3600, "channel": "demo"}, "in the past"),
+        ({"publishTime": time.time() + 60, "channel": "nope"}, "unknown channel"),
+        (
+            {"publishTime": time.time() + 60, "channel": "demo", "parameters": {"x": "y" * 40000}},
+            "bytes",
+        ),
+        (b"{not json", "not JSON"),
+        ([1, 2], "JSON object"),
+    ],
+)
+def test_bad_registrations_are_400_with_a_reason(
+    scheduler: dict[str, Any], body: Any, reason: str
+) -> None:
+    status, answer = post(scheduler, body)
+    assert status == 400
+    assert reason in answer["message"]
+
+
+def test_a_target_failing_twice_then_succeeding_fires_once_and_is_done(
+    scheduler: dict[str, Any],
+) -> None:
+    status, created = post(
+        scheduler,
+        {"publishTime": time.time() + 2, "channel": "demo", "parameters": {"failTimes": 2}},
+    )
+    assert status == 201
+    eventually(lambda: fired(scheduler, created["id"]), timeout=40)
+    assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE", timeout=20)
+    assert fired(scheduler, created["id"])["fires"] == 1
+
+
+# 200 at full size (SCHEDULER_BURST=200); CI runs fewer: this 2-core machine runs every
+# Lambda sandbox, Step Functions and DynamoDB Local itself.
+BURST = int(os.environ.get("SCHEDULER_BURST", "40"))
+
+
+def test_a_burst_of_messages_due_together_all_fire_exactly_once(scheduler: dict[str, Any]) -> None:
+    publish = time.time() + 10 + BURST * 0.15  # registration through API Gateway takes a while
+    bodies = [
+        {"publishTime": publish + (i % 5) * 0.2, "channel": "demo", "parameters": {"i": i}}
+        for i in range(BURST)
+    ]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda b: post(scheduler, b), bodies))
+    assert [status for status, _ in answers] == [201] * BURST, answers
+    ids = [answer["id"] for _, answer in answers]
+    records = eventually(
+        lambda: (found := [fired(scheduler, i) for i in ids]) and all(found) and found,
+        timeout=240,
+        interval=2,
+    )
+    assert [r["fires"] for r in records] == [1] * 200
+    lateness = sorted(r["fired_at"] - r["publish_time"] for r in records.values())
+    p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99) - 1]
+    print(json.dumps({"messages": BURST, "p50": p50, "p99": p99, "max": lateness[-1]}))
+    assert lateness[0] > -0.25
+    assert lateness[-1] < 120  # measured here: see benchmarks/README.md
