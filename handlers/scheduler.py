@@ -232,14 +232,14 @@ def sweep(now: float | None = None) -> dict[str, int]:
                 ":reserved": {"S": RESERVED},
                 ":horizon": {"N": f"{now + WINDOW_SECONDS:.3f}"},
             },
-            "ProjectionExpression": "id",
+            "ProjectionExpression": "pk",  # the index is KEYS_ONLY
         }
         if start:
             query["ExclusiveStartKey"] = start
         page = _ddb().query(**query)
         for item in page.get("Items", []):
             read += 1
-            moved += transition(item["id"]["S"], (RESERVED,), STANDBY)
+            moved += transition(item["pk"]["S"].removeprefix("MESSAGE#"), (RESERVED,), STANDBY)
         start = page.get("LastEvaluatedKey")
         if not start:
             break

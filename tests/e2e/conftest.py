@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.aws import ENDPOINT
+from deploy.clients import ENDPOINT
 
 ROOT = Path(__file__).resolve().parents[2]
 

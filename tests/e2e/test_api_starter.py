@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.aws import client, eventually, execution_input, executions, http, new_tag, steady
+from deploy.clients import client, eventually, execution_input, executions, http, new_tag, steady
 
 
 @pytest.fixture

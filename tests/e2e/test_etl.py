@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.aws import (
+from deploy.clients import (
     client,
     drain,
     eventually,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from components.resumable_asl import reference_transitions, transitions
+from deploy.clients import ENDPOINT, client, eventually, new_tag
 from ops.checkpoints import Checkpoints
-from tests.e2e.aws import ENDPOINT, client, eventually, new_tag
 
 
 @pytest.fixture

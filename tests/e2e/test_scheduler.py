@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.aws import client, eventually, executions, http, invoke, new_tag, steady
+from deploy.clients import client, eventually, executions, http, invoke, new_tag, steady
 
 LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
 
@@ -196,3 +196,21 @@ def test_a_burst_of_messages_due_together_all_fire_exactly_once(scheduler: dict[
     print(json.dumps({"messages": BURST, "p50": p50, "p99": p99, "max": lateness[-1]}))
     assert lateness[0] > -0.25
     assert lateness[-1] < 120  # measured here: see benchmarks/README.md
+
+
+def test_the_sweep_moves_due_reserved_messages_to_standby_and_they_start(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN a message just beyond the 2-minute window: RESERVED, no execution
+    status, created = post(scheduler, {"publishTime": time.time() + 123, "channel": "demo"})
+    assert (status, created["status"]) == (201, "RESERVED")
+    assert executions(scheduler["stateMachineArn"], created["id"]) == []
+    # WHEN it comes within the window and the sweep runs (as its schedule would)
+    time.sleep(4)
+    result = invoke(scheduler["sweepFunction"], {})
+    assert result["moved"] >= 1
+    # THEN it is STANDBY and its execution is waiting; cancel it so it never fires
+    assert message(scheduler, created["id"])[1]["status"] == "STANDBY"
+    eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
+    headers = {"x-api-key": scheduler["apiKey"]}
+    assert http("DELETE", f"{scheduler['url']}/{created['id']}", None, headers)[0] == 200

@@ -1,4 +1,4 @@
-"""Clients for LocalStack and the waiting helpers e2e tests share."""
+"""Clients for a LocalStack deployment and the waiting helpers the e2e tests and the demo share."""
 
 from __future__ import annotations
 

@@ -1,0 +1,269 @@
+"""`python -m demo`: real traffic with injected duplicates through every pattern of a deployed
+`local` stack; prints what each pattern produced and exits 1 on any duplicate or loss.
+
+Run it through `bash scripts/demo`, which starts LocalStack and deploys the stack first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from deploy import outputs_path
+from deploy.clients import (
+    ENDPOINT,
+    client,
+    execution_input,
+    executions,
+    http,
+    invoke,
+    invoke_raw,
+    keys,
+    new_tag,
+)
+from ops.checkpoints import Checkpoints
+
+
+@dataclasses.dataclass
+class Row:
+    pattern: str
+    sent: int = 0
+    duplicates: int = 0
+    produced: int = 0
+    note: str = ""
+
+    @property
+    def lost(self) -> int:
+        return max(0, self.sent - self.produced)
+
+    @property
+    def extra(self) -> int:
+        return max(0, self.produced - self.sent)
+
+
+class Progress:
+    """A spinner on stderr while we wait for asynchronous work."""
+
+    def __init__(self, label: str) -> None:
+        self.label, self._stop = label, threading.Event()
+
+    def __enter__(self) -> Progress:
+        def spin() -> None:
+            frames, start = "|/-\\", time.monotonic()
+            while not self._stop.wait(0.2):
+                elapsed = time.monotonic() - start
+                sys.stderr.write(f"\r{frames[int(elapsed * 5) % 4]} {self.label} ({elapsed:.0f}s)")
+                sys.stderr.flush()
+            sys.stderr.write(f"\r✓ {self.label}\n")
+
+        self._thread = threading.Thread(target=spin, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def settle(count: Callable[[], int], expected: int, timeout: float = 90, quiet: float = 4) -> int:
+    """Wait until `count()` reaches `expected` (or time runs out), then for it to stay still."""
+    deadline = time.monotonic() + timeout
+    value = count()
+    while value < expected and time.monotonic() < deadline:
+        time.sleep(1)
+        value = count()
+    stable_until = time.monotonic() + quiet
+    while time.monotonic() < stable_until:
+        time.sleep(1)
+        if (current := count()) != value:
+            value, stable_until = current, time.monotonic() + quiet
+    return value
+
+
+def name_dedup(out: dict[str, Any], objects: int) -> Row:
+    row = Row("1 name-dedup starter")
+    tag = new_tag()
+    machine = out["stateMachineArn"]
+    for i in range(objects):
+        client("s3").put_object(Bucket=out["bucket"], Key=f"demo/{tag}/{i}.csv", Body=b"x")
+    row.sent = objects
+    with Progress("name-dedup: first deliveries"):
+        settle(lambda: len(executions(machine, tag)), objects, quiet=1)
+    events = [execution_input(e["executionArn"])["event"] for e in executions(machine, tag)]
+    with Progress("name-dedup: 3 redeliveries per event (Lambda retry, burst, PutEvents)"):
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda e: invoke(out["functionName"], e), events * 2))
+        for event in events:
+            client("events").put_events(
+                Entries=[
+                    {
+                        "Source": event["source"],
+                        "DetailType": event["detail-type"],
+                        "Detail": json.dumps(event["detail"]),
+                        "Resources": event["resources"],
+                    }
+                ]
+            )
+        row.duplicates = 3 * len(events)
+        row.produced = settle(lambda: len(executions(machine, tag)), objects)
+    return row
+
+
+def api_starter(out: dict[str, Any], objects: int) -> Row:
+    row = Row("2 API Gateway starter")
+    tag = new_tag()
+    machine = out["stateMachineArn"]
+    for i in range(objects):  # through S3 -> EventBridge -> API Gateway
+        client("s3").put_object(Bucket=out["bucket"], Key=f"api/{tag}/{i}.csv", Body=b"x")
+    row.sent = objects
+    with Progress("api starter: S3 deliveries, then 2 direct duplicate POSTs each"):
+        settle(lambda: len(executions(machine, tag)), objects, quiet=1)
+        for execution in executions(machine, tag):
+            body = execution_input(execution["executionArn"])
+            for _ in range(2):
+                status, _ = http("POST", out["url"], body, {"x-api-key": out["apiKey"]})
+                row.duplicates += 1
+                if status != 409:
+                    row.note = f"a duplicate POST answered {status}"
+        row.produced = settle(lambda: len(executions(machine, tag)), objects)
+    return row
+
+
+def etl(name: str, out: dict[str, Any], objects: int) -> Row:
+    row = Row(f"5 ETL {out['strategy']}")
+    tag = new_tag()
+    events = []
+    for i in range(objects):
+        key = f"in/{tag}/{i}.csv"
+        put = client("s3").put_object(
+            Bucket=out["inputBucket"], Key=key, Body=b"id,name,amount\n1,a,2\n"
+        )
+        obj = {"key": key, "eTag": put["ETag"], "versionId": put["VersionId"]}
+        events.append(
+            {"Records": [{"s3": {"bucket": {"name": out["inputBucket"]}, "object": obj}}]}
+        )
+    row.sent = objects
+    with Progress(f"{name}: S3 deliveries plus 2 concurrent redeliveries each"):
+        with ThreadPoolExecutor(6) as pool:
+            results = list(pool.map(lambda e: invoke_raw(out["functionName"], e), events * 2))
+        row.duplicates = len(results)
+        row.produced = settle(lambda: len(keys(out["outputBucket"], f"out/in/{tag}/")), objects)
+    return row
+
+
+def scheduler(out: dict[str, Any], messages: int) -> Row:
+    row = Row("3 scheduler")
+    headers = {"x-api-key": out["apiKey"]}
+    publish = time.time() + 10
+    ids = []
+    for i in range(messages):
+        body = {"publishTime": publish + i * 0.5, "channel": "demo", "parameters": {"i": i}}
+        key = {"Idempotency-Key": f"demo-{new_tag()}"}
+        for attempt in range(2):  # every registration retried once, as a client would
+            status, answer = http("POST", out["url"], body, {**headers, **key})
+            row.duplicates += attempt
+            if status not in (200, 201):
+                row.note = f"registration answered {status}: {answer}"
+        ids.append(answer["id"])
+    row.sent = messages
+    fires_table = out["firesTables"]["demo"]
+
+    def fired() -> dict[str, dict[str, str]]:
+        wanted = {f"fired#{i}" for i in ids}
+        items = client("dynamodb").scan(TableName=fires_table, ConsistentRead=True)["Items"]
+        return {
+            i["pk"]["S"]: {k: v["N"] for k, v in i.items() if "N" in v}
+            for i in items
+            if i["pk"]["S"] in wanted
+        }
+
+    with Progress("scheduler: waiting for every message to fire"):
+        settle(lambda: len(fired()), messages, timeout=120)
+    records = fired()
+    row.produced = sum(int(r["fires"]) for r in records.values())
+    lateness = sorted(float(r["fired_at"]) - float(r["publish_time"]) for r in records.values())
+    if lateness:
+        p50, p99 = lateness[len(lateness) // 2], lateness[max(0, int(len(lateness) * 0.99) - 1)]
+        row.note = f"lateness p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"
+    return row
+
+
+def resumable(out: dict[str, Any], runs: int) -> Row:
+    row = Row("4 resumable workflow")
+    workflow = Checkpoints(out["table"], out["stateMachineArn"], ENDPOINT)
+    sfn = client("stepfunctions")
+
+    def finish(arn: str) -> str:
+        while (status := sfn.describe_execution(executionArn=arn)["status"]) == "RUNNING":
+            time.sleep(0.5)
+        return status
+
+    first_step, step_runs = out["steps"][0], 0
+    with Progress("resumable: runs failing at step 3, then re-runs from the top"):
+        for _ in range(runs):
+            key = new_tag()
+            failed = workflow.rerun(key, {"orderId": key, "failAt": out["steps"][2]})
+            finish(failed.execution_arn)
+            duplicate = workflow.rerun(key, {"orderId": key, "failAt": out["steps"][2]})
+            row.duplicates += duplicate.status == "DUPLICATE"
+            done = workflow.rerun(key, {"orderId": key})
+            if finish(done.execution_arn) != "SUCCEEDED":
+                row.note = f"re-run of {key} did not succeed"
+                continue
+            item = client("dynamodb").get_item(
+                TableName=out["counterTable"], Key={"pk": {"S": f"{key}#{first_step}"}}
+            )["Item"]
+            step_runs += int(item["calls"]["N"])
+    row.sent, row.produced = runs, step_runs
+    row.note = row.note or f"step '{first_step}' ran {step_runs} times for {runs} workflows"
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="local")
+    parser.add_argument("--objects", type=int, default=10)
+    args = parser.parse_args(argv)
+    path = outputs_path(args.stack)
+    if not path.exists():
+        raise SystemExit(
+            f"stack {args.stack!r} is not deployed: run `python -m deploy up --stack {args.stack}`"
+        )
+    out = json.loads(path.read_text())
+    rows = [
+        name_dedup(out["nameDedup"], args.objects),
+        api_starter(out["apiStarter"], args.objects),
+        scheduler(out["scheduler"], args.objects),
+        resumable(out["resumable"], 3),
+        *[etl(name, etl_out, args.objects) for name, etl_out in sorted(out["etl"].items())],
+    ]
+    columns = ("sent", 6), ("dupes in", 10), ("produced", 10), ("suppressed", 12), ("lost", 6)
+    header = f"{'pattern':<26}" + "".join(f"{c:>{w}}" for c, w in columns) + f"{'extra':>7}  note"
+    print("\n" + header + "\n" + "-" * len(header))
+    for r in rows:
+        suppressed = r.duplicates - r.extra
+        print(
+            f"{r.pattern:<26}{r.sent:>6}{r.duplicates:>10}{r.produced:>10}{suppressed:>12}"
+            f"{r.lost:>6}{r.extra:>7}  {r.note}"
+        )
+    bad = [r.pattern for r in rows if r.lost or r.extra]
+    print(
+        "\n"
+        + (
+            f"FAILED: duplicates or losses in {', '.join(bad)}"
+            if bad
+            else "exactly once: no duplicate, nothing lost"
+        )
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

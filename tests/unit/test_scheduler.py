@@ -1,0 +1,165 @@
+"""Scheduler handlers against moto: validation, status transitions, sweep pagination."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from handlers import runtime, scheduler, scheduler_api
+from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
+
+NOW = 1_800_000_000.0
+
+
+@pytest.fixture
+def table(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    ddb = runtime.client("dynamodb")
+    ddb.create_table(
+        TableName="messages",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "status", "AttributeType": "S"},
+            {"AttributeName": "publish_at", "AttributeType": "N"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": scheduler.STATUS_INDEX,
+                "KeySchema": [
+                    {"AttributeName": "status", "KeyType": "HASH"},
+                    {"AttributeName": "publish_at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    ddb.put_item(
+        TableName="messages",
+        Item={
+            "pk": {"S": "INVOKER#demo"},
+            "target_arn": {"S": "arn:aws:lambda:us-east-1:1:function:t"},
+        },
+    )
+    monkeypatch.setattr(scheduler, "TABLE", "messages")
+    monkeypatch.setattr(scheduler, "WINDOW_SECONDS", 60)
+    monkeypatch.setattr(scheduler, "STATE_MACHINE_ARN", make_state_machine(WAIT_DEFINITION))
+    yield "messages"
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"channel": "demo"}, "publishTime is required"),
+        ({"publishTime": "tomorrow", "channel": "demo"}, "neither epoch"),
+        ({"publishTime": "2027-01-01T00:00:00", "channel": "demo"}, "no time zone"),
+        ({"publishTime": True, "channel": "demo"}, "publishTime is required"),
+        ({"publishTime": NOW - 60, "channel": "demo"}, "in the past"),
+        ({"publishTime": NOW + 400 * 86400, "channel": "demo"}, "364 days"),
+        ({"publishTime": NOW + 10}, "channel is required"),
+        ({"publishTime": NOW + 10, "channel": "demo", "parameters": "x" * 40000}, "bytes"),
+        ([], "JSON object"),
+    ],
+)
+def test_validation_explains_every_refusal(body: object, reason: str) -> None:
+    with pytest.raises(scheduler.Invalid, match=reason):
+        scheduler.validate(body, NOW)
+
+
+def test_iso_times_and_epoch_seconds_agree() -> None:
+    # 1_800_000_000 is 2027-01-15T08:00:00Z
+    iso = scheduler.validate({"publishTime": "2027-01-15T08:00:10Z", "channel": "c"}, NOW)
+    offset = scheduler.validate({"publishTime": "2027-01-15T09:00:10+01:00", "channel": "c"}, NOW)
+    epoch = scheduler.validate({"publishTime": NOW + 10, "channel": "c"}, NOW)
+    assert iso["publish_at"] == offset["publish_at"] == epoch["publish_at"] == NOW + 10
+
+
+def test_due_messages_go_straight_to_standby(table: str) -> None:
+    soon, _ = scheduler.register({"publishTime": time.time() + 5, "channel": "demo"})
+    later, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
+    assert (soon["status"], later["status"]) == ("STANDBY", "RESERVED")
+
+
+def test_unknown_channels_are_refused(table: str) -> None:
+    with pytest.raises(scheduler.Invalid, match="unknown channel"):
+        scheduler.register({"publishTime": time.time() + 5, "channel": "nope"})
+
+
+def test_an_idempotency_key_registers_once(table: str) -> None:
+    body = {"publishTime": time.time() + 5, "channel": "demo"}
+    first, created = scheduler.register(body, "key-1")
+    again, created_again = scheduler.register(body, "key-1")
+    assert (created, created_again, first["id"]) == (True, False, again["id"])
+    with pytest.raises(scheduler.Conflict):
+        scheduler.register({**body, "parameters": {"other": 1}}, "key-1")
+
+
+def test_status_changes_are_conditional(table: str) -> None:
+    message, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
+    assert scheduler.transition(message["id"], ("RESERVED",), "STANDBY") is True
+    assert scheduler.transition(message["id"], ("RESERVED",), "STANDBY") is False  # already moved
+
+
+def test_cancel_then_cancelling_a_fired_message_conflicts(table: str) -> None:
+    message, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
+    assert scheduler.cancel(message["id"])["status"] == "CANCELLED"
+    assert scheduler.cancel(message["id"])["status"] == "CANCELLED"  # idempotent
+    fired, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
+    scheduler.transition(fired["id"], ("RESERVED",), "DONE")
+    with pytest.raises(scheduler.Conflict, match="DONE"):
+        scheduler.cancel(fired["id"])
+
+
+def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
+    table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ddb = runtime.client("dynamodb")
+    now = time.time()
+    for i in range(2500):  # more than one 1 MB page of the index
+        due = i < 1200
+        ddb.put_item(
+            TableName=table,
+            Item={
+                "pk": {"S": f"MESSAGE#m{i}"},
+                "id": {"S": f"m{i}"},
+                "status": {"S": "RESERVED"},
+                "publish_at": {"N": str(now + (30 if due else 86400 + i))},
+                "pad": {"S": "x" * 800},
+            },
+        )
+    result = scheduler.sweep(now)
+    assert result == {"read": 1200, "moved": 1200}
+    assert scheduler.sweep(now) == {"read": 0, "moved": 0}  # nothing left to move
+
+
+def test_the_stream_starter_names_executions_by_message_id(table: str) -> None:
+    message, _ = scheduler.register({"publishTime": time.time() + 5, "channel": "demo"})
+    item = runtime.client("dynamodb").get_item(
+        TableName=table, Key={"pk": {"S": f"MESSAGE#{message['id']}"}}
+    )["Item"]
+    record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
+    assert scheduler.stream_handler({"Records": [record]}, None) == {"outcomes": ["STARTED"]}
+    assert scheduler.stream_handler({"Records": [record]}, None) == {"outcomes": ["DUPLICATE"]}
+
+
+def test_the_api_maps_errors_to_status_codes(table: str) -> None:
+    def call(method: str, body: object = None, message_id: str | None = None) -> dict:
+        event = {
+            "httpMethod": method,
+            "body": body if isinstance(body, str) else json.dumps(body),
+            "pathParameters": {"id": message_id} if message_id else None,
+            "headers": {},
+        }
+        return scheduler_api.handler(event, None)
+
+    assert call("POST", "{nope")["statusCode"] == 400
+    created = call("POST", {"publishTime": time.time() + 5, "channel": "demo"})
+    assert created["statusCode"] == 201
+    message_id = json.loads(created["body"])["id"]
+    assert call("GET", message_id=message_id)["statusCode"] == 200
+    assert call("GET", message_id="missing")["statusCode"] == 404
+    assert call("DELETE", message_id=message_id)["statusCode"] == 200
+    assert call("DELETE", message_id="missing")["statusCode"] == 404
