@@ -56,3 +56,21 @@ def test_hidden_keys_are_not_logged(
     assert logged[-1]["message"] == "STARTED"
     assert "key_hash" in logged[-1]
     assert "alice" not in json.dumps(logged)
+
+
+def test_a_throttled_start_is_raised_for_redelivery_never_dead_lettered_or_counted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from botocore.exceptions import ClientError
+    from botocore.stub import Stubber
+
+    monkeypatch.setattr(starter, "STATE_MACHINE_ARN", "arn:aws:states:us-east-1:1:stateMachine:m")
+    sent: list[str] = []
+    monkeypatch.setattr(starter, "dead_letter", lambda *a, **k: sent.append("dlq"))
+    sfn = runtime.client("stepfunctions")
+    with Stubber(sfn) as stub:
+        for _ in range(3):  # botocore's own retries, then the error surfaces
+            stub.add_client_error("start_execution", "ThrottlingException", http_status_code=400)
+        with pytest.raises(ClientError, match="ThrottlingException"):
+            starter.handler(s3_event(), None)
+    assert sent == []

@@ -1,0 +1,194 @@
+"""The reliability suite (marker `faults`): duplicate storms and a bad-input table per
+entry point. STORM_SIZE sets the storm (CI: 60; full size: STORM_SIZE=1000)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from deploy.clients import (
+    client,
+    drain,
+    eventually,
+    execution_input,
+    executions,
+    http,
+    invoke,
+    invoke_raw,
+    keys,
+    new_tag,
+    steady,
+)
+
+pytestmark = pytest.mark.faults
+STORM = int(os.environ.get("STORM_SIZE", "60"))
+
+
+def test_storm_through_the_name_dedup_starter(stack: dict[str, Any]) -> None:
+    out = stack["nameDedup"]
+    tag = new_tag()
+    # GIVEN STORM distinct real S3 events
+    template = None
+    client("s3").put_object(Bucket=out["bucket"], Key=f"storm/{tag}/template", Body=b"x")
+    [first] = eventually(lambda: executions(out["stateMachineArn"], tag))
+    template = execution_input(first["executionArn"])["event"]
+    events = []
+    for i in range(STORM):
+        event = json.loads(json.dumps(template))
+        event["detail"]["object"]["key"] = f"storm/{tag}/{i}"
+        event["detail"]["object"]["version-id"] = f"v{i}"
+        events.append(event)
+    # WHEN they arrive with 30% redeliveries, shuffled, in concurrent bursts
+    rng = random.Random(7)
+    deliveries = events + rng.sample(events, int(STORM * 0.3))
+    rng.shuffle(deliveries)
+    with ThreadPoolExecutor(10) as pool:
+        results = list(pool.map(lambda e: invoke_raw(out["functionName"], e), deliveries))
+    # THEN every delivery was handled, and executions == distinct events (+ the template)
+    assert all(ok for ok, _ in results), [p for ok, p in results if not ok][:3]
+    assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=3) == STORM + 1
+
+
+def test_storm_through_the_etl(stack: dict[str, Any]) -> None:
+    out = stack["etl"]["etl-control"]
+    tag = new_tag()
+    events = []
+    for i in range(STORM // 3):
+        key = f"in/{tag}/{i}.csv"
+        put = client("s3").put_object(
+            Bucket=out["inputBucket"], Key=key, Body=b"id,name,amount\n1,a,2\n"
+        )
+        obj = {"key": key, "eTag": put["ETag"], "versionId": put["VersionId"]}
+        events.append(
+            {"Records": [{"s3": {"bucket": {"name": out["inputBucket"]}, "object": obj}}]}
+        )
+    rng = random.Random(11)
+    deliveries = events + rng.sample(events, int(len(events) * 0.3))
+    rng.shuffle(deliveries)
+    with ThreadPoolExecutor(6) as pool:
+        results = list(pool.map(lambda e: invoke_raw(out["functionName"], e), deliveries))
+    for ok, payload in results:  # failures are retryable backoffs, never lost work
+        assert ok or payload["errorType"] in ("InProgress", "Sandbox.Timedout"), payload
+    # the ones told to back off get their redelivery, as Lambda would
+    for event in events:
+        invoke_raw(out["functionName"], event)
+    assert steady(lambda: len(keys(out["outputBucket"], f"out/in/{tag}/")), seconds=3) == len(
+        events
+    )
+
+
+BAD_EVENTS = [
+    {},
+    {"detail": None},
+    {"detail": "text"},
+    {"detail": {"bucket": {"name": "B"}}},
+    {"detail": {"bucket": {"name": "B"}, "object": {}}},
+    {"detail": {"bucket": {"name": "B"}, "object": {"key": ""}}},
+    {"detail": {"bucket": {"name": "B"}, "object": {"key": 42}}},
+    {"detail": {"bucket": {"name": "B"}, "object": {"key": ["a"]}}},
+    {"detail": {"bucket": {"name": "B"}, "object": {"key": "k"}}},  # no version id
+    {"detail": {"bucket": {}, "object": {"key": "k", "version-id": "v"}}},
+    {"detail": {"bucket": {"name": "B"}, "object": {"key": "k" * 2000}}},
+]
+
+
+def test_bad_eventbridge_events_go_to_the_dlq_with_a_reason(stack: dict[str, Any]) -> None:
+    out = stack["nameDedup"]
+    drain(out["dlqUrl"], wait=0)
+    before = len(executions(out["stateMachineArn"]))
+    for event in BAD_EVENTS:
+        result = invoke(out["functionName"], {**event, "id": new_tag()})
+        assert result["status"] == "REJECTED" and result["reason"]
+    parked = eventually(lambda: len(found := drain(out["dlqUrl"])) >= len(BAD_EVENTS) and found)
+    assert all(m["reason"] for m in parked)
+    assert len(executions(out["stateMachineArn"])) == before
+
+
+def bad_bodies() -> list[bytes]:
+    """Built when the test runs: a time 60 s ahead must still be ahead then."""
+    soon = time.time() + 60
+    return [
+        b"",
+        b"not json",
+        b"[1, 2, 3]",
+        b"null",
+        json.dumps({"channel": "demo"}).encode(),
+        json.dumps({"publishTime": "later", "channel": "demo"}).encode(),
+        json.dumps({"publishTime": 1, "channel": "demo"}).encode(),
+        json.dumps({"publishTime": soon, "channel": 5}).encode(),
+        json.dumps({"publishTime": soon, "channel": "nope"}).encode(),
+        json.dumps({"publishTime": soon, "channel": "demo", "parameters": "x" * 50000}).encode(),
+        json.dumps({"publishTime": [1], "channel": "demo"}).encode(),
+    ]
+
+
+def test_bad_scheduler_bodies_are_400_and_store_nothing(stack: dict[str, Any]) -> None:
+    out = stack["scheduler"]
+    count = lambda: client("dynamodb").scan(TableName=out["table"], Select="COUNT")["Count"]  # noqa: E731
+    before = count()
+    for body in bad_bodies():
+        status, answer = http("POST", out["url"], body, {"x-api-key": out["apiKey"]})
+        assert status == 400, (body[:60], answer)
+        assert answer["message"]
+    assert count() == before
+
+
+def test_bad_api_starter_bodies_are_400_and_start_nothing(stack: dict[str, Any]) -> None:
+    out = stack["apiStarter"]
+    before = len(executions(out["stateMachineArn"]))
+    bodies = [
+        b"",
+        b"nope",
+        b"[]",
+        b"{}",
+        b'{"detail": 1}',
+        b'{"detail": {"object": {}}}',
+        b'{"detail": {"object": {"key": ""}}}',
+        b'{"detail": {"object": {"key": 7}}}',
+        b'{"detail": {"object": {"key": null}}}',
+        b'{"detail": {"object": {"key": ["k"]}}}',
+    ]
+    for body in bodies:
+        status, _ = http("POST", out["url"], body, {"x-api-key": out["apiKey"]})
+        assert status == 400, body
+    assert len(executions(out["stateMachineArn"])) == before
+
+
+BAD_CSVS = [
+    b"",
+    b"\xff\xfe\x00garbage",
+    b"id,name\n1,a\n",
+    b"id,name,amount\n",
+    b"id,name,amount\n1,a\n",
+    b"id,name,amount\nx,a,1\n",
+    b"id,name,amount\n1,a,lots\n",
+    b"id,name,amount\n1,a,1,extra\n",
+    b'id,name,amount\n1,"unterminated,1\n',
+    b"amount\n1\n",
+]
+
+
+def test_bad_s3_objects_get_an_error_record_a_dlq_entry_and_no_output(
+    stack: dict[str, Any],
+) -> None:
+    out = stack["etl"]["etl-deterministic"]
+    tag = new_tag()
+    drain(out["dlqUrl"], wait=0)
+    for i, body in enumerate(BAD_CSVS):
+        client("s3").put_object(Bucket=out["inputBucket"], Key=f"in/{tag}/{i}.csv", Body=body)
+    parked = eventually(
+        lambda: (
+            len(found := [m for m in drain(out["dlqUrl"]) if tag in m.get("object", "")])
+            >= len(BAD_CSVS)
+            and found
+        ),
+        timeout=60,
+    )
+    assert all(m["reason"] for m in parked)
+    assert keys(out["outputBucket"], f"out/in/{tag}/") == []
