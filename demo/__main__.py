@@ -55,6 +55,11 @@ class Progress:
         self.label, self._stop = label, threading.Event()
 
     def __enter__(self) -> Progress:
+        if not sys.stderr.isatty():  # a log, not a terminal: one line per phase
+            sys.stderr.write(f"... {self.label}\n")
+            self._thread = None
+            return self
+
         def spin() -> None:
             frames, start = "|/-\\", time.monotonic()
             while not self._stop.wait(0.2):
@@ -63,13 +68,14 @@ class Progress:
                 sys.stderr.flush()
             sys.stderr.write(f"\r✓ {self.label}\n")
 
-        self._thread = threading.Thread(target=spin, daemon=True)
+        self._thread: threading.Thread | None = threading.Thread(target=spin, daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *_: object) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread:
+            self._thread.join()
 
 
 def settle(count: Callable[[], int], expected: int, timeout: float = 90, quiet: float = 4) -> int:
@@ -209,10 +215,13 @@ def resumable(out: dict[str, Any], runs: int) -> Row:
     with Progress("resumable: runs failing at step 3, then re-runs from the top"):
         for _ in range(runs):
             key = new_tag()
-            failed = workflow.rerun(key, {"orderId": key, "failAt": out["steps"][2]})
+            document = {"orderId": key, "failAt": out["steps"][2]}
+            failed = workflow.rerun(key, document)
+            duplicate = workflow.rerun(key, document)  # a duplicate start while it runs
+            row.duplicates += 1
+            if duplicate.status != "DUPLICATE":
+                row.note = f"a duplicate start of {key} was not recognised"
             finish(failed.execution_arn)
-            duplicate = workflow.rerun(key, {"orderId": key, "failAt": out["steps"][2]})
-            row.duplicates += duplicate.status == "DUPLICATE"
             done = workflow.rerun(key, {"orderId": key})
             if finish(done.execution_arn) != "SUCCEEDED":
                 row.note = f"re-run of {key} did not succeed"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import math
 import os
 import time
 import uuid
@@ -253,16 +254,18 @@ def sweep_handler(event: Any, context: Any) -> dict[str, int]:
 
 # -- the stream starter: one execution per STANDBY message, named by its id ---------------
 def execution_input(image: dict[str, Any]) -> dict[str, Any]:
+    """The waiting execution's input. `publishAt` is rounded up to the whole second:
+    Wait states count whole seconds (LocalStack drops the fraction), and a message must
+    never fire before its time."""
     publish_at = float(image["publish_at"]["N"])
+    wake = math.ceil(publish_at)
     return {
         "id": image["id"]["S"],
         "channel": image["channel"]["S"],
         "targetArn": image["target_arn"]["S"],
         "parameters": json.loads(image["parameters"]["S"]),
         "publishTime": publish_at,
-        "publishAt": dt.datetime.fromtimestamp(publish_at, dt.UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z"),
+        "publishAt": dt.datetime.fromtimestamp(wake, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
 
 

@@ -71,8 +71,8 @@ def test_a_message_fires_once_at_its_time(scheduler: dict[str, Any]) -> None:
     assert (status, created["status"]) == (201, "STANDBY")
     record = eventually(lambda: fired(scheduler, created["id"]), timeout=LEAD + 20)
     lateness = record["fired_at"] - publish
-    # LocalStack's Wait wakes up to ~0.1 s early (AWS documents 1 s granularity)
-    assert -0.25 <= lateness < 3, f"fired {lateness:.3f}s after its time"
+    # the Wait ends on the next whole second: never early, at most ~1 s late
+    assert 0 <= lateness < 3, f"fired {lateness:.3f}s after its time"
     assert steady(lambda: fired(scheduler, created["id"])["fires"], seconds=2) == 1
     assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE")
 
@@ -202,7 +202,7 @@ def test_a_burst_of_messages_due_together_all_fire_exactly_once(scheduler: dict[
     lateness = sorted(r["fired_at"] - r["publish_time"] for r in records.values())
     p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99) - 1]
     print(json.dumps({"messages": BURST, "p50": p50, "p99": p99, "max": lateness[-1]}))
-    assert lateness[0] > -0.25
+    assert lateness[0] >= 0
     assert lateness[-1] < 120  # measured here: see benchmarks/README.md
 
 

@@ -163,3 +163,14 @@ def test_the_api_maps_errors_to_status_codes(table: str) -> None:
     assert call("GET", message_id="missing")["statusCode"] == 404
     assert call("DELETE", message_id=message_id)["statusCode"] == 200
     assert call("DELETE", message_id="missing")["statusCode"] == 404
+
+
+def test_the_wait_never_ends_before_the_publish_time() -> None:
+    image = {
+        "id": {"S": "m"},
+        "channel": {"S": "c"},
+        "target_arn": {"S": "arn"},
+        "parameters": {"S": "{}"},
+        "publish_at": {"N": "1800000000.250"},
+    }
+    assert scheduler.execution_input(image)["publishAt"] == "2027-01-15T08:00:01Z"
