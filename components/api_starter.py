@@ -23,7 +23,7 @@ from components import api_templates
 from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
 from components.name_dedup import s3_object_created_pattern
 from components.rest_api import api_key
-from components.state_machines import demo_definition, require_standard, state_machine
+from components.state_machines import require_standard, target_state_machine
 
 PATH = "start"
 JSON = "application/json"
@@ -80,11 +80,9 @@ class ApiGatewayStarter(pulumi.ComponentResource):
         super().__init__("exactly-once:index:ApiGatewayStarter", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        if args.state_machine_arn is not None:
-            self.state_machine_arn = pulumi.Output.from_input(args.state_machine_arn)
-        else:
-            machine = state_machine(f"{name}-workflow", args.definition or demo_definition(), self)
-            self.state_machine_arn = machine.arn
+        self.state_machine_arn = target_state_machine(
+            name, args.state_machine_arn, args.definition, self
+        )
         region = aws.get_region_output(opts=pulumi.InvokeOptions(parent=self)).region
 
         role, ready = service_role(

@@ -7,6 +7,7 @@ import pulumi_aws as aws
 
 from components.functions import allow, handler_function
 from components.resumable import WorkflowStep
+from components.tables import key_table
 
 
 class DemoSteps(pulumi.ComponentResource):
@@ -17,13 +18,7 @@ class DemoSteps(pulumi.ComponentResource):
         self, name: str, step_names: list[str], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("exactly-once:index:DemoSteps", name, {}, opts)
-        self.counter_table = aws.dynamodb.Table(
-            f"{name}-calls",
-            billing_mode="PAY_PER_REQUEST",
-            hash_key="pk",
-            attributes=[aws.dynamodb.TableAttributeArgs(name="pk", type="S")],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.counter_table = key_table(f"{name}-calls", self)
         self.steps = []
         for step in step_names:
             function = handler_function(

@@ -6,6 +6,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.functions import allow, handler_function
+from components.tables import key_table
 
 
 class DemoTarget(pulumi.ComponentResource):
@@ -16,13 +17,7 @@ class DemoTarget(pulumi.ComponentResource):
         self, name: str, concurrency: int | None = None, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("exactly-once:index:DemoTarget", name, {}, opts)
-        self.fires_table = aws.dynamodb.Table(
-            f"{name}-fires",
-            billing_mode="PAY_PER_REQUEST",
-            hash_key="pk",
-            attributes=[aws.dynamodb.TableAttributeArgs(name="pk", type="S")],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.fires_table = key_table(f"{name}-fires", self)
         self.function = handler_function(
             name,
             handler="handlers.demo_target.handler",

@@ -16,6 +16,7 @@ from components.functions import (
     handler_function,
 )
 from components.name_dedup import s3_object_created_pattern
+from components.tables import key_table
 from handlers.csv_transform import DEFAULT_SCHEMA, check_schema
 from handlers.etl import STRATEGIES
 
@@ -65,14 +66,12 @@ class IdempotentEtl(pulumi.ComponentResource):
         # Versioned input: every upload of a key is a distinct version to transform once.
         self.input_bucket = secure_bucket(f"{name}-in", self, versioned=True, force_destroy=True)
         self.output_bucket = secure_bucket(f"{name}-out", self, force_destroy=True)
-        self.control_table = aws.dynamodb.Table(
+        self.control_table = key_table(
             f"{name}-control",
-            billing_mode="PAY_PER_REQUEST",
-            hash_key="id",
-            attributes=[aws.dynamodb.TableAttributeArgs(name="id", type="S")],
-            ttl=aws.dynamodb.TableTtlArgs(attribute_name="expiration", enabled=True),
-            point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),
-            opts=child,
+            self,
+            key="id",
+            ttl_attribute="expiration",
+            point_in_time_recovery=True,
         )
         self.dlq = dead_letter_queue(name, self)
         objects_in = self.input_bucket.arn.apply(lambda arn: f"{arn}/*")

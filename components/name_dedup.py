@@ -15,7 +15,7 @@ from components.functions import (
     dead_letter_queue,
     handler_function,
 )
-from components.state_machines import demo_definition, require_standard, state_machine
+from components.state_machines import executions_of, require_standard, target_state_machine
 from handlers.executions import REUSE_POLICIES
 from handlers.keys import key_extractor
 
@@ -76,14 +76,10 @@ class NameDedupStarter(pulumi.ComponentResource):
         super().__init__("exactly-once:index:NameDedupStarter", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
 
-        if args.state_machine_arn is not None:
-            self.state_machine_arn = pulumi.Output.from_input(args.state_machine_arn)
-        else:
-            machine = state_machine(f"{name}-workflow", args.definition or demo_definition(), self)
-            self.state_machine_arn = machine.arn
-        executions = self.state_machine_arn.apply(
-            lambda arn: arn.replace(":stateMachine:", ":execution:", 1) + ":*"
+        self.state_machine_arn = target_state_machine(
+            name, args.state_machine_arn, args.definition, self
         )
+        executions = executions_of(self.state_machine_arn)
 
         self.dlq = dead_letter_queue(name, self)
         starter = handler_function(

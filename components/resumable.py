@@ -12,6 +12,7 @@ import pulumi_aws as aws
 from components import resumable_asl
 from components.functions import allow
 from components.state_machines import state_machine
+from components.tables import key_table
 
 
 @dataclasses.dataclass
@@ -50,14 +51,8 @@ class ResumableWorkflow(pulumi.ComponentResource):
         super().__init__("exactly-once:index:ResumableWorkflow", name, {}, opts)
         # One item per business key; `expires_at` (epoch seconds, set by `python -m ops`)
         # lets DynamoDB drop checkpoints of runs nobody resumes.
-        self.table = aws.dynamodb.Table(
-            f"{name}-checkpoints",
-            billing_mode="PAY_PER_REQUEST",
-            hash_key="pk",
-            attributes=[aws.dynamodb.TableAttributeArgs(name="pk", type="S")],
-            ttl=aws.dynamodb.TableTtlArgs(attribute_name="expires_at", enabled=True),
-            point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),
-            opts=pulumi.ResourceOptions(parent=self),
+        self.table = key_table(
+            f"{name}-checkpoints", self, ttl_attribute="expires_at", point_in_time_recovery=True
         )
         arns = [step.arn for step in args.steps]
         item_actions = [

@@ -19,7 +19,7 @@ import pulumi_aws as aws
 from components.functions import allow, dead_letter_queue, handler_function
 from components.rest_api import api_key
 from components.resumable_asl import CONDITION_FAILED, DYNAMODB_RETRY
-from components.state_machines import state_machine
+from components.state_machines import executions_of, state_machine
 from handlers.scheduler import STATUS_INDEX
 
 
@@ -213,9 +213,7 @@ class Scheduler(pulumi.ComponentResource):
             "WINDOW_SECONDS": str(args.window_minutes * 60),
         }
         index_arn = self.table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")
-        executions = self.state_machine.arn.apply(
-            lambda a: a.replace(":stateMachine:", ":execution:", 1) + ":*"
-        )
+        executions = executions_of(self.state_machine.arn)
         self.dlq = dead_letter_queue(name, self)
 
         # The register API.

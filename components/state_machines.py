@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.functions import service_role
+from handlers.executions import execution_arn
 
 
 def require_standard(workflow_type: str, component: str) -> None:
@@ -54,3 +55,21 @@ def state_machine(
         type="STANDARD",
         opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),
     )
+
+
+def target_state_machine(
+    name: str,
+    arn: pulumi.Input[str] | None,
+    definition: pulumi.Input[str] | dict[str, Any] | None,
+    parent: pulumi.Resource,
+) -> pulumi.Output[str]:
+    """The ARN of the given state machine, or of one created from `definition`
+    (the demo workflow when there is neither)."""
+    if arn is not None:
+        return pulumi.Output.from_input(arn)
+    return state_machine(f"{name}-workflow", definition or demo_definition(), parent).arn
+
+
+def executions_of(state_machine_arn: pulumi.Output[str]) -> pulumi.Output[str]:
+    """The ARN pattern of every execution of one state machine (for IAM)."""
+    return state_machine_arn.apply(lambda arn: execution_arn(arn, "*"))
