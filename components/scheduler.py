@@ -50,7 +50,20 @@ def waiting_definition(table_name: str) -> dict[str, Any]:
         "Comment": "One scheduled message: wait, claim, fire once (components/scheduler.py)",
         "StartAt": "Wait",
         "States": {
-            "Wait": {"Type": "Wait", "TimestampPath": "$.publishAt", "Next": "Claim"},
+            "Wait": {"Type": "Wait", "TimestampPath": "$.publishAt", "Next": "OnTime"},
+            # Never early, whatever the engine's rounding of Wait: re-check the clock.
+            "OnTime": {
+                "Type": "Choice",
+                "Choices": [
+                    {
+                        "Variable": "$$.State.EnteredTime",
+                        "TimestampLessThanPath": "$.publishAt",
+                        "Next": "WaitASecond",
+                    }
+                ],
+                "Default": "Claim",
+            },
+            "WaitASecond": {"Type": "Wait", "Seconds": 1, "Next": "OnTime"},
             "Claim": {
                 **set_status("FIRING", "STANDBY"),
                 "Catch": [

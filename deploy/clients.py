@@ -18,12 +18,16 @@ T = TypeVar("T")
 
 @functools.cache
 def client(service: str) -> Any:
+    from botocore.config import Config
+
     return boto3.client(
         service,
         endpoint_url=ENDPOINT,
         region_name="us-east-1",
         aws_access_key_id="test",
         aws_secret_access_key="test",
+        # LocalStack on 2 cores can stall a request under load: time out and retry it.
+        config=Config(read_timeout=20, retries={"max_attempts": 5, "mode": "standard"}),
     )
 
 

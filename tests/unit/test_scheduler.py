@@ -174,3 +174,14 @@ def test_the_wait_never_ends_before_the_publish_time() -> None:
         "publish_at": {"N": "1800000000.250"},
     }
     assert scheduler.execution_input(image)["publishAt"] == "2027-01-15T08:00:01Z"
+
+
+def test_the_waiting_state_machine_rechecks_the_clock_before_claiming() -> None:
+    from components.scheduler import waiting_definition
+
+    states = waiting_definition("t")["States"]
+    assert states["Wait"]["Next"] == "OnTime"
+    [rule] = states["OnTime"]["Choices"]
+    assert rule["Variable"] == "$$.State.EnteredTime"
+    assert rule["TimestampLessThanPath"] == "$.publishAt"
+    assert states["OnTime"]["Default"] == "Claim"
