@@ -216,9 +216,9 @@ def test_the_sweep_moves_due_reserved_messages_to_standby_and_they_start(
     # WHEN it comes within the window and the sweep runs (as its schedule would)
     time.sleep(4)
     result = invoke(scheduler["sweepFunction"], {})
-    assert result["moved"] >= 1
-    # THEN it is STANDBY and its execution is waiting; cancel it so it never fires
-    assert message(scheduler, created["id"])[1]["status"] == "STANDBY"
+    # THEN it is STANDBY (moved by this sweep, or by the scheduled one just before it)
+    # and its execution is waiting; cancel it so it never fires
+    assert message(scheduler, created["id"])[1]["status"] == "STANDBY", result
     eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
     headers = {"x-api-key": scheduler["apiKey"]}
     assert http("DELETE", f"{scheduler['url']}/{created['id']}", None, headers)[0] == 200
