@@ -11,9 +11,9 @@ import pulumi_aws as aws
 from components.buckets import secure_bucket
 from components.functions import (
     allow,
-    allow_eventbridge_to_queue,
     dead_letter_queue,
     handler_function,
+    invoke_from_rule,
 )
 from components.name_dedup import s3_object_created_pattern
 from components.tables import key_table
@@ -139,22 +139,7 @@ class IdempotentEtl(pulumi.ComponentResource):
                 event_pattern=s3_object_created_pattern(self.input_bucket.bucket),
                 opts=child,
             )
-            permission = aws.lambda_.Permission(
-                f"{name}-events-invoke",
-                action="lambda:InvokeFunction",
-                function=self.function.name,
-                principal="events.amazonaws.com",
-                source_arn=rule.arn,
-                opts=child,
-            )
-            allow_eventbridge_to_queue(name, self.dlq, rule.arn, self)
-            aws.cloudwatch.EventTarget(
-                f"{name}-target",
-                rule=rule.name,
-                arn=self.function.arn,
-                dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=self.dlq.arn),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
-            )
+            invoke_from_rule(name, rule, self.function, self, self.dlq)
         self.register_outputs(
             {
                 "inputBucket": self.input_bucket.bucket,

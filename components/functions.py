@@ -150,3 +150,35 @@ def handler_function(
         opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),
     )
     return HandlerFunction(function, role, log_group)
+
+
+def invoke_from_rule(
+    name: str,
+    rule: aws.cloudwatch.EventRule,
+    function: aws.lambda_.Function,
+    parent: pulumi.Resource,
+    dlq: aws.sqs.Queue | None = None,
+    event_bus_name: str | None = None,
+) -> aws.cloudwatch.EventTarget:
+    """Let `rule` invoke `function` (and park undeliverable events in `dlq`)."""
+    child = pulumi.ResourceOptions(parent=parent)
+    permission = aws.lambda_.Permission(
+        f"{name}-invoke",
+        action="lambda:InvokeFunction",
+        function=function.name,
+        principal="events.amazonaws.com",
+        source_arn=rule.arn,
+        opts=child,
+    )
+    dead_letter = None
+    if dlq is not None:
+        allow_eventbridge_to_queue(name, dlq, rule.arn, parent)
+        dead_letter = aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=dlq.arn)
+    return aws.cloudwatch.EventTarget(
+        f"{name}-target",
+        rule=rule.name,
+        event_bus_name=event_bus_name,
+        arn=function.arn,
+        dead_letter_config=dead_letter,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[permission]),
+    )

@@ -11,9 +11,9 @@ import pulumi_aws as aws
 
 from components.functions import (
     allow,
-    allow_eventbridge_to_queue,
     dead_letter_queue,
     handler_function,
+    invoke_from_rule,
 )
 from components.state_machines import executions_of, require_standard, target_state_machine
 from handlers.executions import REUSE_POLICIES
@@ -109,22 +109,8 @@ class NameDedupStarter(pulumi.ComponentResource):
             event_pattern=args.event_pattern or s3_object_created_pattern(args.bucket_name),
             opts=child,
         )
-        permission = aws.lambda_.Permission(
-            f"{name}-invoke",
-            action="lambda:InvokeFunction",
-            function=self.function.name,
-            principal="events.amazonaws.com",
-            source_arn=self.rule.arn,
-            opts=child,
-        )
-        allow_eventbridge_to_queue(name, self.dlq, self.rule.arn, self)
-        aws.cloudwatch.EventTarget(
-            f"{name}-target",
-            rule=self.rule.name,
-            event_bus_name=args.event_bus_name,
-            arn=self.function.arn,
-            dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=self.dlq.arn),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
+        invoke_from_rule(
+            name, self.rule, self.function, self, self.dlq, event_bus_name=args.event_bus_name
         )
         self.register_outputs(
             {

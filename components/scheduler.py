@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.functions import allow, dead_letter_queue, handler_function
+from components.functions import allow, dead_letter_queue, handler_function, invoke_from_rule
 from components.rest_api import api_key
 from components.resumable_asl import CONDITION_FAILED, DYNAMODB_RETRY
 from components.state_machines import executions_of, state_machine
@@ -263,20 +263,7 @@ class Scheduler(pulumi.ComponentResource):
             schedule_expression=f"rate({period} minute{'s' if period != 1 else ''})",
             opts=child,
         )
-        permission = aws.lambda_.Permission(
-            f"{name}-sweep-invoke",
-            action="lambda:InvokeFunction",
-            function=self.sweep_function.name,
-            principal="events.amazonaws.com",
-            source_arn=rule.arn,
-            opts=child,
-        )
-        aws.cloudwatch.EventTarget(
-            f"{name}-sweep-target",
-            rule=rule.name,
-            arn=self.sweep_function.arn,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
-        )
+        invoke_from_rule(f"{name}-sweep", rule, self.sweep_function, self)
 
         # The stream starter.
         starter = handler_function(
