@@ -5,7 +5,8 @@ whole output in memory, stages it, then publishes it under a key derived from th
 input (`<prefix><key>.<version or ETag>.jsonl`) with one atomic CopyObject. So a
 crash leaves at most a staging object, which the retry overwrites and removes.
 Strategies (env STRATEGY):
-- deterministic: nothing else; a re-run rewrites the same bytes under the same key.
+- deterministic: no table; a redelivery finds the output under its derived key and
+  stops there, and a concurrent duplicate rewrites the same bytes under the same key.
 - control-record: a DynamoDB record per object version, IN_PROGRESS (a lock that
   expires with this invocation's remaining time) then COMPLETE with the output. A
   concurrent duplicate sees the live lock and fails with a retryable error; a
@@ -254,7 +255,19 @@ def process(ref: ObjectRef, context: Any) -> dict[str, Any]:
         return process_with_control_record(ref, context)
     if STRATEGY == "powertools":
         return process_with_powertools(ref, context)
-    return {"status": WRITTEN, "output": f"s3://{OUTPUT_BUCKET}/{produce(ref)}"}
+    return process_deterministically(ref)
+
+
+def process_deterministically(ref: ObjectRef) -> dict[str, Any]:
+    """A redelivery finds its output already published: one HEAD, no rewrite."""
+    key = output_key(ref)
+    try:
+        client("s3").head_object(Bucket=OUTPUT_BUCKET, Key=key)
+    except Exception as exc:
+        if error_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+            raise
+        return {"status": WRITTEN, "output": f"s3://{OUTPUT_BUCKET}/{produce(ref)}"}
+    return {"status": DUPLICATE, "output": f"s3://{OUTPUT_BUCKET}/{key}"}
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:

@@ -187,3 +187,13 @@ def test_an_object_without_version_or_etag_is_bad() -> None:
     [ref] = object_refs({"detail": {"bucket": {"name": "b"}, "object": {"key": "k"}}})
     with pytest.raises(BadEvent):
         _ = ref.identity
+
+
+def test_deterministic_redelivery_stops_at_the_published_output(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(etl, "STRATEGY", "deterministic")
+    event = notification("k.csv")
+    assert etl.handler(event, context())["results"][0]["status"] == "WRITTEN"
+    monkeypatch.setattr(etl, "produce", lambda ref: pytest.fail("rewrote a published output"))
+    assert etl.handler(event, context())["results"][0]["status"] == "DUPLICATE"
