@@ -52,12 +52,16 @@ def waiting_definition(table_name: str) -> dict[str, Any]:
         "States": {
             "Wait": {"Type": "Wait", "TimestampPath": "$.publishAt", "Next": "OnTime"},
             # Never early, whatever the engine's rounding of Wait: re-check the clock.
+            # A string comparison, not Timestamp*: EnteredTime carries a fraction and a
+            # zone in an engine's own spelling ("...:01.250Z" on AWS, "...:01.250000+00:00"
+            # on LocalStack, whose Timestamp operators then never match). Both sort at or
+            # after `notBefore` ("...:01", the publish second) exactly when on time.
             "OnTime": {
                 "Type": "Choice",
                 "Choices": [
                     {
                         "Variable": "$$.State.EnteredTime",
-                        "TimestampLessThanPath": "$.publishAt",
+                        "StringLessThanPath": "$.notBefore",
                         "Next": "WaitASecond",
                     }
                 ],

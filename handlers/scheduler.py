@@ -256,16 +256,18 @@ def sweep_handler(event: Any, context: Any) -> dict[str, int]:
 def execution_input(image: dict[str, Any]) -> dict[str, Any]:
     """The waiting execution's input. `publishAt` is rounded up to the whole second:
     Wait states count whole seconds (LocalStack drops the fraction), and a message must
-    never fire before its time."""
+    never fire before its time. `notBefore` is the same second without a zone, for the
+    clock check after the Wait (see `components.scheduler.waiting_definition`)."""
     publish_at = float(image["publish_at"]["N"])
-    wake = math.ceil(publish_at)
+    wake = dt.datetime.fromtimestamp(math.ceil(publish_at), dt.UTC)
     return {
         "id": image["id"]["S"],
         "channel": image["channel"]["S"],
         "targetArn": image["target_arn"]["S"],
         "parameters": json.loads(image["parameters"]["S"]),
         "publishTime": publish_at,
-        "publishAt": dt.datetime.fromtimestamp(wake, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "publishAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "notBefore": wake.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 
 

@@ -165,15 +165,19 @@ def test_the_api_maps_errors_to_status_codes(table: str) -> None:
     assert call("DELETE", message_id="missing")["statusCode"] == 404
 
 
+IMAGE = {
+    "id": {"S": "m"},
+    "channel": {"S": "c"},
+    "target_arn": {"S": "arn"},
+    "parameters": {"S": "{}"},
+    "publish_at": {"N": "1800000000.250"},
+}
+
+
 def test_the_wait_never_ends_before_the_publish_time() -> None:
-    image = {
-        "id": {"S": "m"},
-        "channel": {"S": "c"},
-        "target_arn": {"S": "arn"},
-        "parameters": {"S": "{}"},
-        "publish_at": {"N": "1800000000.250"},
-    }
-    assert scheduler.execution_input(image)["publishAt"] == "2027-01-15T08:00:01Z"
+    given = scheduler.execution_input(IMAGE)
+    assert given["publishAt"] == "2027-01-15T08:00:01Z"
+    assert given["notBefore"] == "2027-01-15T08:00:01"
 
 
 def test_the_waiting_state_machine_rechecks_the_clock_before_claiming() -> None:
@@ -183,5 +187,26 @@ def test_the_waiting_state_machine_rechecks_the_clock_before_claiming() -> None:
     assert states["Wait"]["Next"] == "OnTime"
     [rule] = states["OnTime"]["Choices"]
     assert rule["Variable"] == "$$.State.EnteredTime"
-    assert rule["TimestampLessThanPath"] == "$.publishAt"
+    assert rule["StringLessThanPath"] == "$.notBefore"
     assert states["OnTime"]["Default"] == "Claim"
+
+
+@pytest.mark.parametrize(
+    ("entered", "early"),
+    [
+        ("2027-01-15T08:00:00.999Z", True),  # AWS spelling
+        ("2027-01-15T08:00:00.999999+00:00", True),  # LocalStack spelling
+        ("2027-01-15T08:00:01Z", False),
+        ("2027-01-15T08:00:01.000Z", False),
+        ("2027-01-15T08:00:01+00:00", False),
+        ("2027-01-15T08:00:01.000001+00:00", False),
+        ("2027-01-15T08:00:02.5Z", False),
+    ],
+)
+def test_the_clock_check_holds_back_exactly_the_early_entries(entered: str, early: bool) -> None:
+    from components.scheduler import waiting_definition
+
+    [rule] = waiting_definition("t")["States"]["OnTime"]["Choices"]
+    given = scheduler.execution_input(IMAGE)  # publish_at 08:00:00.250 -> wake at 08:00:01
+    # StringLessThanPath is a plain string comparison of EnteredTime with the input's path
+    assert (entered < given[rule["StringLessThanPath"].removeprefix("$.")]) is early
