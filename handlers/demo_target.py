@@ -1,5 +1,6 @@
-"""A demo channel target for the scheduler: records each successful fire (time and count
-per message id) in FIRES_TABLE; `parameters.failTimes: N` fails the first N attempts."""
+"""A demo channel target for the scheduler: records its one effect per message id (time)
+in FIRES_TABLE, and counts repeat invokes (`repeats`) it suppressed;
+`parameters.failTimes: N` fails the first N attempts."""
 
 from __future__ import annotations
 
@@ -27,16 +28,29 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     if attempts <= int(event.get("parameters", {}).get("failTimes", 0)):
         raise RuntimeError(f"injected failure {attempts} for {message_id}")
     now = time.time()
-    ddb.update_item(
-        TableName=FIRES_TABLE,
-        Key={"pk": {"S": f"fired#{message_id}"}},
-        UpdateExpression="ADD fires :one SET fired_at = :now, publish_time = :publish",
-        ExpressionAttributeValues={
-            ":one": {"N": "1"},
-            ":now": {"N": f"{now:.3f}"},
-            ":publish": {"N": str(event["publishTime"])},
-        },
-    )
+    try:
+        # The effect is keyed by the message id, as the scheduler asks of targets: an
+        # invoke retried after it ran (seen under load on LocalStack) changes nothing.
+        ddb.update_item(
+            TableName=FIRES_TABLE,
+            Key={"pk": {"S": f"fired#{message_id}"}},
+            UpdateExpression="SET fires = :one, fired_at = :now, publish_time = :publish",
+            ConditionExpression="attribute_not_exists(pk)",
+            ExpressionAttributeValues={
+                ":one": {"N": "1"},
+                ":now": {"N": f"{now:.3f}"},
+                ":publish": {"N": str(event["publishTime"])},
+            },
+        )
+    except ddb.exceptions.ConditionalCheckFailedException:
+        ddb.update_item(
+            TableName=FIRES_TABLE,
+            Key={"pk": {"S": f"fired#{message_id}"}},
+            UpdateExpression="ADD repeats :one",
+            ExpressionAttributeValues={":one": {"N": "1"}},
+        )
+        log("WARNING", "repeat invoke suppressed", id=message_id)
+        return {"id": message_id, "repeat": True}
     log(
         "INFO",
         "fired",

@@ -49,6 +49,14 @@ def at_run_time(body: Any) -> Any:
     return body
 
 
+def repeated_invokes(scheduler: dict[str, Any], ids: list[str]) -> int:
+    table = scheduler["firesTables"]["demo"]
+    items = (
+        client("dynamodb").get_item(TableName=table, Key={"pk": {"S": f"fired#{i}"}}) for i in ids
+    )
+    return sum(int(item["Item"].get("repeats", {"N": "0"})["N"]) for item in items)
+
+
 def all_fired(scheduler: dict[str, Any], ids: list[str]) -> dict[str, dict[str, float]]:
     """The fire records of these ids, by one paginated scan."""
     wanted = {f"fired#{i}" for i in ids}
@@ -201,7 +209,8 @@ def test_a_burst_of_messages_due_together_all_fire_exactly_once(scheduler: dict[
     assert [r["fires"] for r in records.values()] == [1] * BURST
     lateness = sorted(r["fired_at"] - r["publish_time"] for r in records.values())
     p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99) - 1]
-    print(json.dumps({"messages": BURST, "p50": p50, "p99": p99, "max": lateness[-1]}))
+    repeats = repeated_invokes(scheduler, ids)  # retried invokes the target suppressed
+    print(json.dumps({"messages": BURST, "p50": p50, "p99": p99, "repeats": repeats}))
     assert lateness[0] >= 0, "a message fired before its time"
     assert lateness[-1] < 120  # measured here: see benchmarks/README.md
 

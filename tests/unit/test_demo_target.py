@@ -1,0 +1,33 @@
+"""The demo scheduler target keeps one effect per message id, whatever the retries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from handlers import demo_target, runtime
+
+
+@pytest.fixture
+def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    with mock_aws():
+        runtime.client.cache_clear()  # clients made inside the mock
+        boto3.client("dynamodb").create_table(
+            TableName="fires",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        monkeypatch.setattr(demo_target, "FIRES_TABLE", "fires")
+        yield "fires"
+
+
+def test_a_repeated_invoke_keeps_one_effect_and_is_counted(table: str) -> None:
+    event = {"id": "m1", "publishTime": 1.0, "parameters": {}}
+    assert "firedAt" in demo_target.handler(event, None)
+    assert demo_target.handler(event, None) == {"id": "m1", "repeat": True}
+    item = boto3.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": "fired#m1"}})
+    assert (item["Item"]["fires"]["N"], item["Item"]["repeats"]["N"]) == ("1", "1")
