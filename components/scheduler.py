@@ -294,7 +294,9 @@ class Scheduler(pulumi.ComponentResource):
             f"{name}-stream",
             event_source_arn=self.table.stream_arn,
             function_name=starter.function.arn,
-            starting_position="LATEST",
+            # From the stream's start: a message registered before the mapping polls is
+            # still started. Replays (a re-created mapping) are harmless: same names.
+            starting_position="TRIM_HORIZON",
             batch_size=25,
             bisect_batch_on_function_error=True,
             maximum_retry_attempts=5,

@@ -27,6 +27,7 @@ from deploy.clients import (
     invoke_raw,
     keys,
     new_tag,
+    scheduler_live,
 )
 from ops.checkpoints import Checkpoints
 
@@ -166,6 +167,8 @@ def etl(name: str, out: dict[str, Any], objects: int) -> Row:
 
 def scheduler(out: dict[str, Any], messages: int) -> Row:
     row = Row("3 scheduler")
+    with Progress("scheduler: waiting for the stream starter to be live"):
+        scheduler_live(out)
     headers = {"x-api-key": out["apiKey"]}
     publish = time.time() + 10
     ids = []

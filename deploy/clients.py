@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import boto3
@@ -155,3 +156,42 @@ def keys(bucket: str, prefix: str) -> list[str]:
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix)
         for o in page.get("Contents", [])
     ]
+
+
+@contextlib.contextmanager
+def fault(
+    operation: str, error: str, times: int, contains: list[str]
+) -> Iterator[Callable[[], int]]:
+    """Arm a fault (localstack/host_executor/host_executor/faults.py): the next `times`
+    calls to `operation` whose body holds every string of `contains` answer `error`.
+    Yields a probe of how many were injected so far; disarms everything on exit."""
+    url = f"{ENDPOINT}/_localstack/exactly-once/faults"
+    rule = {"operation": operation, "error": error, "times": times, "contains": contains}
+    status, armed = http("POST", url, rule)
+    assert status == 201, f"fault injection is not available at {url}: {status} {armed}"
+
+    def injected() -> int:
+        rules = http("GET", url)[1]["rules"]
+        return times - sum(r["times"] for r in rules if r["contains"] == contains)
+
+    try:
+        yield injected
+    finally:
+        http("DELETE", url)
+
+
+def scheduler_live(out: dict[str, Any], timeout: float = 300) -> None:
+    """Wait until the scheduler's stream starter is live. A new event source mapping starts
+    polling a while after it is created (~2 min seen on LocalStack; minutes on AWS too); it
+    reads from the stream's start, so messages registered meanwhile are only started late.
+    A probe message far ahead shows it is live, and is cancelled before it could fire."""
+    headers = {"x-api-key": out["apiKey"]}
+    body = {"publishTime": time.time() + 600, "channel": next(iter(out["firesTables"]))}
+    status, probe = http("POST", out["url"], body, headers)
+    assert status == 201, f"scheduler probe registration answered {status}: {probe}"
+    try:
+        eventually(
+            lambda: executions(out["stateMachineArn"], probe["id"]), timeout=timeout, interval=2
+        )
+    finally:
+        http("DELETE", f"{out['url']}/{probe['id']}", None, headers)

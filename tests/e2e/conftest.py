@@ -59,3 +59,12 @@ def stack() -> Iterator[dict[str, Any]]:
     finally:
         if os.environ.get("KEEP_STACK") != "1":
             subprocess.run([*deploy, "destroy", "--stack", "local"], cwd=ROOT, check=True)
+
+
+@pytest.fixture(scope="session")
+def scheduler(stack: dict[str, Any]) -> dict[str, Any]:
+    """The scheduler, once its stream starter is live (see `deploy.clients.scheduler_live`)."""
+    from deploy.clients import scheduler_live
+
+    scheduler_live(stack["scheduler"])
+    return stack["scheduler"]

@@ -1,5 +1,6 @@
-"""The reliability suite (marker `faults`): duplicate storms and a bad-input table per
-entry point. STORM_SIZE sets the storm (CI: 60; full size: STORM_SIZE=1000)."""
+"""The reliability suite (marker `faults`): duplicate storms, throttles injected into
+LocalStack (`deploy.clients.fault`) and a bad-input table per entry point.
+STORM_SIZE sets the storm (CI: 60; full size: STORM_SIZE=1000)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,12 @@ from deploy.clients import (
     eventually,
     execution_input,
     executions,
+    fault,
     http,
     invoke,
     invoke_raw,
     keys,
+    log_lines,
     new_tag,
     steady,
 )
@@ -81,6 +84,101 @@ def test_storm_through_the_etl(stack: dict[str, Any]) -> None:
     assert steady(lambda: len(keys(out["outputBucket"], f"out/in/{tag}/")), seconds=3) == len(
         events
     )
+
+
+# botocore (standard mode, max_attempts=3) sends a call up to 4 times before it raises.
+SDK_ATTEMPTS = 4
+
+
+def test_a_throttled_start_is_retried_by_lambda_and_starts_once(stack: dict[str, Any]) -> None:
+    out = stack["nameDedup"]
+    tag = new_tag()
+    drain(out["dlqUrl"], wait=0)
+    # GIVEN StartExecution throttles every SDK attempt the upload's first delivery makes
+    throttle = [tag, out["stateMachineArn"]]
+    with fault("stepfunctions.StartExecution", "ThrottlingException", SDK_ATTEMPTS, throttle) as n:
+        # WHEN the object is uploaded (S3 -> EventBridge -> the starter, asynchronously)
+        client("s3").put_object(Bucket=out["bucket"], Key=f"throttle/{tag}.csv", Body=b"x")
+        eventually(lambda: n() == SDK_ATTEMPTS, timeout=60)
+        # THEN the starter raised instead of calling it a duplicate or dead-lettering it
+        assert executions(out["stateMachineArn"], tag) == []
+        warned = eventually(
+            lambda: [line for line in log_lines(out["functionName"]) if tag in line]
+        )
+        assert "ThrottlingException" in warned[0] and "will be retried" in warned[0]
+        # AND Lambda's asynchronous retry (about a minute later) starts it, once
+        eventually(lambda: executions(out["stateMachineArn"], tag), timeout=150, interval=2)
+    assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=3) == 1
+    assert [m for m in drain(out["dlqUrl"], wait=0) if tag in json.dumps(m)] == []
+
+
+def test_a_throttled_api_start_is_429_retryable_and_the_retry_starts_once(
+    stack: dict[str, Any],
+) -> None:
+    out = stack["apiStarter"]
+    tag = new_tag()
+    body = {"detail": {"object": {"key": f"in/{tag}.csv"}}}
+    headers = {"x-api-key": out["apiKey"]}
+    with fault("stepfunctions.StartExecution", "ThrottlingException", 1, [tag]) as n:
+        status, answer = http("POST", out["url"], body, headers)
+        assert n() == 1
+    assert (status, answer["retryable"], answer["duplicate"]) == (429, True, False), answer
+    assert executions(out["stateMachineArn"], tag) == []
+    status, answer = http("POST", out["url"], body, headers)  # the client's retry
+    assert (status, answer["duplicate"]) == (200, False)
+    assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=2) == 1
+
+
+def test_a_throttled_scheduler_start_is_retried_by_the_stream_and_fires_once(
+    scheduler: dict[str, Any],
+) -> None:
+    out = scheduler
+    tag = new_tag()
+    body = {"publishTime": time.time() + 8, "channel": "demo", "parameters": {"tag": tag}}
+    throttle = [tag, out["stateMachineArn"]]
+    # GIVEN the stream starter's StartExecution throttled through all its SDK attempts
+    with fault("stepfunctions.StartExecution", "ThrottlingException", SDK_ATTEMPTS, throttle) as n:
+        status, created = http("POST", out["url"], body, {"x-api-key": out["apiKey"]})
+        assert status == 201
+        eventually(lambda: n() == SDK_ATTEMPTS, timeout=60)
+    # THEN the stream redelivers the record (bisect, bounded retries) and it fires once
+    fires = out["firesTables"]["demo"]
+
+    def fired() -> int:
+        item = client("dynamodb").get_item(
+            TableName=fires, Key={"pk": {"S": f"fired#{created['id']}"}}
+        )
+        return int(item.get("Item", {}).get("fires", {"N": "0"})["N"])
+
+    eventually(fired, timeout=90, interval=1)
+    assert steady(fired, seconds=3) == 1
+    assert len(executions(out["stateMachineArn"], created["id"])) == 1
+    assert [m for m in drain(out["dlqUrl"], wait=0) if created["id"] in json.dumps(m)] == []
+
+
+def test_a_throttled_scheduler_target_is_retried_and_fires_once(scheduler: dict[str, Any]) -> None:
+    out = scheduler
+    headers = {"x-api-key": out["apiKey"]}
+    body = {"publishTime": time.time() + 5, "channel": "demo"}
+    status, created = http("POST", out["url"], body, headers)
+    assert status == 201
+    fires = out["firesTables"]["demo"]
+
+    def record() -> dict[str, Any] | None:
+        key = {"pk": {"S": f"fired#{created['id']}"}}
+        return client("dynamodb").get_item(TableName=fires, Key=key).get("Item")
+
+    # GIVEN the channel's Lambda throttled three times when the message is due (the Fire
+    # step's payload is the only Invoke body with both; the stream's images say publish_at)
+    fire = [created["id"], '"publishTime"']
+    with fault("lambda.Invoke", "TooManyRequestsException", 3, fire) as n:
+        # THEN the Fire step retries the throttles (which never ran) and it fires once
+        eventually(record, timeout=60, interval=1)
+        assert n() == 3
+    assert steady(lambda: record()["fires"]["N"], seconds=2) == "1"
+    assert "repeats" not in record()
+    get = f"{out['url']}/{created['id']}"
+    assert eventually(lambda: http("GET", get, None, headers)[1]["status"] == "DONE")
 
 
 BAD_EVENTS = [

@@ -15,11 +15,6 @@ from deploy.clients import client, eventually, executions, http, invoke, new_tag
 LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
 
 
-@pytest.fixture
-def scheduler(stack: dict[str, Any]) -> dict[str, Any]:
-    return stack["scheduler"]
-
-
 def post(scheduler: dict[str, Any], body: Any, **headers: str) -> tuple[int, Any]:
     return http("POST", scheduler["url"], body, {"x-api-key": scheduler["apiKey"], **headers})
 

@@ -1,3 +1,3 @@
 """LocalStack host-mode plugins: a Lambda executor that runs Python handlers as host
-subprocesses (`executor`), and caches that keep Step Functions off the CPU
-(`step_functions`)."""
+subprocesses (`executor`), caches that keep Step Functions off the CPU
+(`step_functions`), and fault injection for the reliability suite (`faults`)."""
