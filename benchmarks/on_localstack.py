@@ -1,0 +1,172 @@
+"""The benchmarks that run through LocalStack (a deployed `local` stack), side by side.
+
+- starter: the deployed name-dedup starter vs a Powertools-lock starter (lock_starter.py)
+  deployed beside it from the same asset, fed the same S3 events, every event delivered
+  twice, by synchronous invokes from a few threads: deliveries/s, and the cold invoke.
+- scheduler: 200 messages registered through the API, all due in the same second:
+  lateness (fire time - publishTime) p50 / p99 / max.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import uuid
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from components.etl import POWERTOOLS
+from components.functions import RUNTIME
+from components.lambda_asset import build_zip
+from deploy.clients import client, eventually, http, new_tag, scheduler_live
+
+HERE = Path(__file__).resolve().parent
+TRUST = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "lambda.amazonaws.com"},
+            "Action": "sts:AssumeRole",
+        }
+    ],
+}
+
+
+def s3_event(bucket: str, key: str, version: str) -> dict[str, Any]:
+    """An EventBridge `Object Created` event as S3 sends it."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Object Created",
+        "source": "aws.s3",
+        "account": "000000000000",
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "region": "us-east-1",
+        "resources": [f"arn:aws:s3:::{bucket}"],
+        "detail": {
+            "version": "0",
+            "bucket": {"name": bucket},
+            "object": {"key": key, "size": 1, "etag": "e", "version-id": version},
+            "reason": "PutObject",
+        },
+    }
+
+
+def deploy_lock_starter(state_machine_arn: str, tag: str) -> tuple[str, list[Any]]:
+    """The lock starter, its lock table and role; returns its name and an undo list."""
+    ddb, lam, iam = client("dynamodb"), client("lambda"), client("iam")
+    table, name = f"bench-locks-{tag}", f"bench-lock-starter-{tag}"
+    ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST))["Role"]
+    code = io.BytesIO(build_zip(POWERTOOLS).read_bytes())
+    with zipfile.ZipFile(code, "a") as archive:
+        archive.write(HERE / "lock_starter.py", "lock_starter.py")
+    lam.create_function(
+        FunctionName=name,
+        Runtime=RUNTIME,
+        Handler="lock_starter.handler",
+        Role=role["Arn"],
+        Code={"ZipFile": code.getvalue()},
+        Timeout=30,
+        MemorySize=256,
+        Environment={"Variables": {"LOCK_TABLE": table, "STATE_MACHINE_ARN": state_machine_arn}},
+    )
+    lam.get_waiter("function_active_v2").wait(FunctionName=name)
+    undo = [
+        lambda: lam.delete_function(FunctionName=name),
+        lambda: iam.delete_role(RoleName=name),
+        lambda: ddb.delete_table(TableName=table),
+    ]
+    return name, undo
+
+
+def timed_invoke(function: str, event: Any) -> tuple[float, dict[str, Any]]:
+    started = time.perf_counter()
+    response = client("lambda").invoke(FunctionName=function, Payload=json.dumps(event))
+    payload = json.loads(response["Payload"].read())
+    if response.get("FunctionError"):
+        raise RuntimeError(f"{function} failed: {payload}")
+    return time.perf_counter() - started, payload
+
+
+def bench_starters(stack: dict[str, Any], events: int = 100, workers: int = 4) -> dict[str, Any]:
+    out = stack["nameDedup"]
+    tag = new_tag()
+    lock, undo = deploy_lock_starter(out["stateMachineArn"], tag)
+    try:
+        functions = {"name_dedup": out["functionName"], "powertools_lock": lock}
+        results: dict[str, Any] = {}
+        for label, function in functions.items():
+            # a cold sandbox: the function's first invoke since (re)deployment
+            warm = s3_event(out["bucket"], f"bench/{tag}/{label}/warm", "w")
+            results[label] = {"cold_invoke_ms": timed_invoke(function, warm)[0] * 1000}
+        for label, function in functions.items():
+            distinct = [
+                s3_event(out["bucket"], f"bench/{tag}/{label}/{i}", f"v{i}") for i in range(events)
+            ]
+            deliveries = [e for pair in zip(distinct, distinct, strict=True) for e in pair]
+            started = time.perf_counter()
+            with ThreadPoolExecutor(workers) as pool:
+                answers = list(pool.map(lambda e, f=function: timed_invoke(f, e)[1], deliveries))
+            elapsed = time.perf_counter() - started
+            if label == "name_dedup":
+                produced = {a["execution_arn"] for a in answers if a["status"] == "STARTED"}
+            else:
+                produced = {a["executionArn"] for a in answers}
+            results[label] |= {
+                "deliveries": len(deliveries),
+                "deliveries_per_second": len(deliveries) / elapsed,
+                "executions": len(produced),
+                "distinct_events": events,
+            }
+        return results
+    finally:
+        for step in undo:
+            step()
+
+
+def bench_scheduler(stack: dict[str, Any], messages: int = 200) -> dict[str, Any]:
+    out = stack["scheduler"]
+    scheduler_live(out)
+    headers = {"x-api-key": out["apiKey"]}
+    publish = float(int(time.time()) + 15 + messages // 8)  # after registration ends
+    bodies = [
+        {"publishTime": publish, "channel": "demo", "parameters": {"i": i}} for i in range(messages)
+    ]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda b: http("POST", out["url"], b, headers), bodies))
+    assert all(status == 201 for status, _ in answers), answers[:3]
+    assert time.time() < publish, "registration took longer than the lead"
+    wanted = {f"fired#{answer['id']}" for _, answer in answers}
+    table = out["firesTables"]["demo"]
+
+    def fired() -> list[dict[str, Any]]:
+        pages = client("dynamodb").get_paginator("scan").paginate(TableName=table)
+        return [i for page in pages for i in page["Items"] if i["pk"]["S"] in wanted]
+
+    records = eventually(lambda: len(f := fired()) == messages and f, timeout=600, interval=3)
+    late = sorted(float(r["fired_at"]["N"]) - publish for r in records)
+    return {
+        "messages": messages,
+        "fired_once": sum(r["fires"]["N"] == "1" for r in records),
+        "repeats_suppressed": sum(int(r.get("repeats", {"N": "0"})["N"]) for r in records),
+        "lateness_s": {
+            "min": late[0],
+            "p50": late[len(late) // 2],
+            "p99": late[int(len(late) * 0.99) - 1],
+            "max": late[-1],
+        },
+    }
+
+
+def run(stack: dict[str, Any]) -> dict[str, Any]:
+    return {"starter": bench_starters(stack), "scheduler": bench_scheduler(stack)}
