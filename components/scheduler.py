@@ -1,7 +1,8 @@
 """Pattern 3: the precise scheduler. Register messages by API; each fires once, at its time.
 
 POST /messages -> DynamoDB (RESERVED, or STANDBY when due within the window)
-sweep (EventBridge schedule) -> RESERVED due within the window -> STANDBY
+sweep (EventBridge schedule) -> RESERVED due within the window -> STANDBY, and starts
+    STANDBY ones due in the window that the stream never started (same name: no duplicate)
 stream (filtered to STANDBY) -> starter -> execution named by the message id:
     Wait until publishTime -> Claim (STANDBY -> FIRING) -> the channel's Lambda
     -> DONE, or FAILED with the error
@@ -255,7 +256,9 @@ class Scheduler(pulumi.ComponentResource):
             handler="handlers.scheduler.sweep_handler",
             statements=[
                 allow(["dynamodb:Query"], [index_arn]),
-                allow(["dynamodb:UpdateItem"], [self.table.arn]),
+                allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [self.table.arn]),
+                # STANDBY messages whose stream record never started them
+                allow(["states:StartExecution"], [self.state_machine.arn]),
             ],
             environment=environment,
             timeout=300,

@@ -5,6 +5,7 @@ One table: `MESSAGE#<id>` items (status, publish_at, channel, parameters) and
 a conditional write on the expected current status:
 
     RESERVED --sweep--> STANDBY --stream starter--> execution `<id>` Waits
+                        (or the next sweep, should the stream never start it)
     STANDBY --state machine Claim--> FIRING --> DONE | FAILED
     RESERVED | STANDBY --DELETE--> CANCELLED   (a started Wait is stopped too)
 
@@ -22,6 +23,7 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from handlers.executions import start_once
@@ -217,21 +219,20 @@ def cancel(message_id: str) -> dict[str, Any]:
     return message
 
 
-# -- the sweep: RESERVED messages due within the window go to STANDBY ---------------------
-def sweep(now: float | None = None) -> dict[str, int]:
-    """Page through every due RESERVED message (the index bounds the read to those)."""
-    now = time.time() if now is None else now
-    read = moved = 0
+# -- the sweep: RESERVED messages due within the window go to STANDBY; STANDBY ones whose
+# stream record never started them (a DLQ'd batch, a mapping not yet polling) start now --
+def _due(status: str, horizon: float) -> Iterator[str]:
+    """Ids of `status` messages due by `horizon`, every page (the index bounds the read)."""
     start: dict[str, Any] | None = None
     while True:
         query: dict[str, Any] = {
             "TableName": TABLE,
             "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "#s = :reserved AND publish_at <= :horizon",
+            "KeyConditionExpression": "#s = :status AND publish_at <= :horizon",
             "ExpressionAttributeNames": {"#s": "status"},
             "ExpressionAttributeValues": {
-                ":reserved": {"S": RESERVED},
-                ":horizon": {"N": f"{now + WINDOW_SECONDS:.3f}"},
+                ":status": {"S": status},
+                ":horizon": {"N": f"{horizon:.3f}"},
             },
             "ProjectionExpression": "pk",  # the index is KEYS_ONLY
         }
@@ -239,13 +240,33 @@ def sweep(now: float | None = None) -> dict[str, int]:
             query["ExclusiveStartKey"] = start
         page = _ddb().query(**query)
         for item in page.get("Items", []):
-            read += 1
-            moved += transition(item["pk"]["S"].removeprefix("MESSAGE#"), (RESERVED,), STANDBY)
+            yield item["pk"]["S"].removeprefix("MESSAGE#")
         start = page.get("LastEvaluatedKey")
         if not start:
-            break
-    log("INFO", "sweep", read=read, moved=moved, window_seconds=WINDOW_SECONDS)
-    return {"read": read, "moved": moved}
+            return
+
+
+def sweep(now: float | None = None) -> dict[str, int]:
+    """Start the STANDBY messages due in the window that have no execution yet (their
+    execution is named by the id, so one already started is a cheap duplicate), then move
+    the due RESERVED ones to STANDBY (the stream starts those)."""
+    now = time.time() if now is None else now
+    horizon = now + WINDOW_SECONDS
+    standby = restarted = 0
+    for message_id in _due(STANDBY, horizon):
+        standby += 1
+        item = _ddb().get_item(TableName=TABLE, Key=message_key(message_id), ConsistentRead=True)
+        image = item.get("Item")
+        if image and image["status"]["S"] == STANDBY:
+            outcome = start_once(STATE_MACHINE_ARN, message_id, execution_input(image))
+            restarted += outcome.status == "STARTED"
+    read = moved = 0
+    for message_id in _due(RESERVED, horizon):
+        read += 1
+        moved += transition(message_id, (RESERVED,), STANDBY)
+    result = {"read": read, "moved": moved, "standby": standby, "restarted": restarted}
+    log("INFO", "sweep", window_seconds=WINDOW_SECONDS, **result)
+    return result
 
 
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:

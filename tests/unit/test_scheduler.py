@@ -131,8 +131,28 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
             },
         )
     result = scheduler.sweep(now)
-    assert result == {"read": 1200, "moved": 1200}
-    assert scheduler.sweep(now) == {"read": 0, "moved": 0}  # nothing left to move
+    assert result == {"read": 1200, "moved": 1200, "standby": 0, "restarted": 0}
+    # (the stream starts the moved ones; the pad-only items here are not startable)
+
+
+def test_the_sweep_starts_standby_messages_the_stream_never_started(table: str) -> None:
+    # GIVEN two STANDBY messages due soon: one started by the stream, one whose record was lost
+    started, _ = scheduler.register({"publishTime": time.time() + 30, "channel": "demo"})
+    lost, _ = scheduler.register({"publishTime": time.time() + 30, "channel": "demo"})
+    ddb = runtime.client("dynamodb")
+    item = ddb.get_item(TableName=table, Key=scheduler.message_key(started["id"]))["Item"]
+    scheduler.stream_handler({"Records": [{"dynamodb": {"NewImage": item}}]}, None)
+    # WHEN the sweep runs, twice (overlapping sweeps)
+    first, again = scheduler.sweep(), scheduler.sweep()
+    # THEN only the lost one was started, once; nothing was moved
+    assert (first["standby"], first["restarted"], first["moved"]) == (2, 1, 0)
+    assert (again["standby"], again["restarted"]) == (2, 0)
+    sfn = runtime.client("stepfunctions")
+    names = [
+        e["name"]
+        for e in sfn.list_executions(stateMachineArn=scheduler.STATE_MACHINE_ARN)["executions"]
+    ]
+    assert sorted(names) == sorted([started["id"], lost["id"]])
 
 
 def test_the_stream_starter_names_executions_by_message_id(table: str) -> None:

@@ -16,11 +16,13 @@ API Gateway integrations and Step Functions tasks alike.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from localstack.runtime import hooks
 
+LOG = logging.getLogger("localstack.exactly_once.faults")  # LocalStack shows its own loggers
 PATH = "/_localstack/exactly-once/faults"
 DEFAULT_MESSAGES = {"ThrottlingException": "Rate exceeded"}
 
@@ -79,6 +81,13 @@ def inject_faults(chain: Any, context: Any, response: Any) -> None:
     operation = f"{context.service.service_name}.{context.operation.name}"
     rule = _take(operation, context.request)
     if rule is not None:
+        LOG.info(
+            "fault injected: %s %s (%d left): %.300r",
+            operation,
+            rule["error"],
+            rule["times"],
+            context.request.get_data(),
+        )
         raise CommonServiceException(
             rule["error"], rule["message"], status_code=rule["status"], sender_fault=True
         )
