@@ -328,6 +328,8 @@ def main() -> None:
         f"{ls_nd['deliveries_per_second'] / ls_pt['deliveries_per_second']:.2f} |",
         f"| starter through LocalStack: executions for {ls_nd['distinct_events']} distinct events | {ls_nd['executions']} | "
         f"{ls_pt['executions']} | {ls_nd['executions'] / ls_pt['executions']:.2f} |",
+        f"| starter through LocalStack: concurrent twins turned away (in progress), redelivered | "
+        f"{ls_nd['turned_away_and_redelivered']} | {ls_pt['turned_away_and_redelivered']} | - |",
         f"| starter through LocalStack: first invoke (cold sandbox), ms | {ls_nd['cold_invoke_ms']:.0f} | "
         f"{ls_pt['cold_invoke_ms']:.0f} | {ls_nd['cold_invoke_ms'] / ls_pt['cold_invoke_ms']:.2f} |",
         f"| starter: cold import, ms | {s['cold_import_ms']['name_dedup']:.0f} | "
