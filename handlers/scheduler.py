@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from handlers.executions import start_once
+from handlers.executions import Outcome, start_once
 from handlers.runtime import client, error_code, log
 
 TABLE = os.environ.get("TABLE", "")
@@ -258,8 +258,7 @@ def sweep(now: float | None = None) -> dict[str, int]:
         item = _ddb().get_item(TableName=TABLE, Key=message_key(message_id), ConsistentRead=True)
         image = item.get("Item")
         if image and image["status"]["S"] == STANDBY:
-            outcome = start_once(STATE_MACHINE_ARN, message_id, execution_input(image))
-            restarted += outcome.status == "STARTED"
+            restarted += start(image).status == "STARTED"
     read = moved = 0
     for message_id in _due(RESERVED, horizon):
         read += 1
@@ -292,6 +291,14 @@ def execution_input(image: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def start(image: dict[str, Any]) -> Outcome:
+    """Start a STANDBY message's execution, named by its id: once, however often asked."""
+    document = execution_input(image)
+    outcome = start_once(STATE_MACHINE_ARN, document["id"], document)
+    log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
+    return outcome
+
+
 def stream_handler(event: Any, context: Any) -> dict[str, Any]:
     """Records arrive filtered to STANDBY images. A failure raises, so the event source
     mapping retries and bisects the batch; starting again is harmless (same name)."""
@@ -300,8 +307,5 @@ def stream_handler(event: Any, context: Any) -> dict[str, Any]:
         image = record.get("dynamodb", {}).get("NewImage")
         if not image or image.get("status", {}).get("S") != STANDBY:
             continue
-        document = execution_input(image)
-        outcome = start_once(STATE_MACHINE_ARN, document["id"], document)
-        log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
-        outcomes.append(outcome.status)
+        outcomes.append(start(image).status)
     return {"outcomes": outcomes}
