@@ -22,7 +22,7 @@ from typing import Any
 from components.etl import POWERTOOLS
 from components.functions import RUNTIME
 from components.lambda_asset import build_zip
-from deploy.clients import client, eventually, http, new_tag, scheduler_live
+from deploy.clients import client, eventually, fire_records, http, new_tag, scheduler_live
 
 HERE = Path(__file__).resolve().parent
 TRUST = {
@@ -158,19 +158,16 @@ def bench_scheduler(stack: dict[str, Any], messages: int = 200) -> dict[str, Any
         answers = list(pool.map(lambda b: http("POST", out["url"], b, headers), bodies))
     assert all(status == 201 for status, _ in answers), answers[:3]
     assert time.time() < publish, "registration took longer than the lead"
-    wanted = {f"fired#{answer['id']}" for _, answer in answers}
-    table = out["firesTables"]["demo"]
-
-    def fired() -> list[dict[str, Any]]:
-        pages = client("dynamodb").get_paginator("scan").paginate(TableName=table)
-        return [i for page in pages for i in page["Items"] if i["pk"]["S"] in wanted]
-
-    records = eventually(lambda: len(f := fired()) == messages and f, timeout=600, interval=3)
-    late = sorted(float(r["fired_at"]["N"]) - publish for r in records)
+    ids, table = [answer["id"] for _, answer in answers], out["firesTables"]["demo"]
+    found = eventually(
+        lambda: len(f := fire_records(table, ids)) == messages and f, timeout=600, interval=3
+    )
+    records = list(found.values())
+    late = sorted(r["fired_at"] - publish for r in records)
     return {
         "messages": messages,
-        "fired_once": sum(r["fires"]["N"] == "1" for r in records),
-        "repeats_suppressed": sum(int(r.get("repeats", {"N": "0"})["N"]) for r in records),
+        "fired_once": sum(r["fires"] == 1 for r in records),
+        "repeats_suppressed": sum(int(r["repeats"]) for r in records),
         "lateness_s": {
             "min": late[0],
             "p50": late[len(late) // 2],

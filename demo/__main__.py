@@ -22,6 +22,7 @@ from deploy.clients import (
     client,
     execution_input,
     executions,
+    fire_records,
     http,
     invoke,
     invoke_raw,
@@ -183,21 +184,11 @@ def scheduler(out: dict[str, Any], messages: int) -> Row:
         ids.append(answer["id"])
     row.sent = messages
     fires_table = out["firesTables"]["demo"]
-
-    def fired() -> dict[str, dict[str, str]]:
-        wanted = {f"fired#{i}" for i in ids}
-        items = client("dynamodb").scan(TableName=fires_table, ConsistentRead=True)["Items"]
-        return {
-            i["pk"]["S"]: {k: v["N"] for k, v in i.items() if "N" in v}
-            for i in items
-            if i["pk"]["S"] in wanted
-        }
-
     with Progress("scheduler: waiting for every message to fire"):
-        settle(lambda: len(fired()), messages, timeout=120)
-    records = fired()
+        settle(lambda: len(fire_records(fires_table, ids)), messages, timeout=120)
+    records = fire_records(fires_table, ids)
     row.produced = sum(int(r["fires"]) for r in records.values())
-    lateness = sorted(float(r["fired_at"]) - float(r["publish_time"]) for r in records.values())
+    lateness = sorted(r["fired_at"] - r["publish_time"] for r in records.values())
     if lateness:
         p50, p99 = lateness[len(lateness) // 2], lateness[max(0, int(len(lateness) * 0.99) - 1)]
         row.note = f"lateness p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms"

@@ -8,7 +8,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
 import boto3
@@ -156,6 +156,31 @@ def keys(bucket: str, prefix: str) -> list[str]:
         for page in paginator.paginate(Bucket=bucket, Prefix=prefix)
         for o in page.get("Contents", [])
     ]
+
+
+def _fire_fields(item: dict[str, Any]) -> dict[str, float]:
+    fields = ("fires", "fired_at", "publish_time", "repeats")
+    return {k: float(item.get(k, {"N": "0"})["N"]) for k in fields}
+
+
+def fire_record(table: str, message_id: str) -> dict[str, float] | None:
+    """The demo scheduler target's record of one message (handlers/demo_target.py):
+    fires, fired_at, publish_time, repeats (suppressed repeat invokes); None if unfired."""
+    key = {"pk": {"S": f"fired#{message_id}"}}
+    item = client("dynamodb").get_item(TableName=table, Key=key, ConsistentRead=True)
+    return _fire_fields(item["Item"]) if "Item" in item else None
+
+
+def fire_records(table: str, ids: Iterable[str]) -> dict[str, dict[str, float]]:
+    """The fire records of these message ids that exist, by id, in one paginated scan."""
+    wanted = {f"fired#{i}" for i in ids}
+    pages = client("dynamodb").get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+    return {
+        item["pk"]["S"].removeprefix("fired#"): _fire_fields(item)
+        for page in pages
+        for item in page["Items"]
+        if item["pk"]["S"] in wanted
+    }
 
 
 @contextlib.contextmanager

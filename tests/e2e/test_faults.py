@@ -20,6 +20,7 @@ from deploy.clients import (
     execution_input,
     executions,
     fault,
+    fire_record,
     http,
     invoke,
     invoke_raw,
@@ -141,18 +142,15 @@ def test_a_throttled_scheduler_start_is_retried_by_the_stream_and_fires_once(
         status, created = http("POST", out["url"], body, {"x-api-key": out["apiKey"]})
         assert status == 201
         eventually(lambda: n() == SDK_ATTEMPTS, timeout=60)
+
     # THEN the stream redelivers the record (bounded retries; else the sweep starts it)
     # and it fires once
-    fires = out["firesTables"]["demo"]
+    def fires() -> float:
+        record = fire_record(out["firesTables"]["demo"], created["id"])
+        return record["fires"] if record else 0
 
-    def fired() -> int:
-        item = client("dynamodb").get_item(
-            TableName=fires, Key={"pk": {"S": f"fired#{created['id']}"}}
-        )
-        return int(item.get("Item", {}).get("fires", {"N": "0"})["N"])
-
-    eventually(fired, timeout=150, interval=1)
-    assert steady(fired, seconds=3) == 1
+    eventually(fires, timeout=150, interval=1)
+    assert steady(fires, seconds=3) == 1
     assert len(executions(out["stateMachineArn"], created["id"])) == 1
     assert [m for m in drain(out["dlqUrl"], wait=0) if created["id"] in json.dumps(m)] == []
 
@@ -163,11 +161,9 @@ def test_a_throttled_scheduler_target_is_retried_and_fires_once(scheduler: dict[
     body = {"publishTime": time.time() + 5, "channel": "demo"}
     status, created = http("POST", out["url"], body, headers)
     assert status == 201
-    fires = out["firesTables"]["demo"]
 
-    def record() -> dict[str, Any] | None:
-        key = {"pk": {"S": f"fired#{created['id']}"}}
-        return client("dynamodb").get_item(TableName=fires, Key=key).get("Item")
+    def record() -> dict[str, float] | None:
+        return fire_record(out["firesTables"]["demo"], created["id"])
 
     # GIVEN the channel's Lambda throttled three times when the message is due (the Fire
     # step's payload is the only Invoke body with both; the stream's images say publish_at)
@@ -177,8 +173,8 @@ def test_a_throttled_scheduler_target_is_retried_and_fires_once(scheduler: dict[
         # (a stream record LocalStack drops is started by the next sweep, within a minute)
         eventually(record, timeout=150, interval=1)
         assert n() == 3
-    assert steady(lambda: record()["fires"]["N"], seconds=2) == "1"
-    assert "repeats" not in record()
+    assert steady(lambda: record()["fires"], seconds=2) == 1
+    assert record()["repeats"] == 0
     get = f"{out['url']}/{created['id']}"
     assert eventually(lambda: http("GET", get, None, headers)[1]["status"] == "DONE")
 

@@ -10,7 +10,17 @@ from typing import Any
 
 import pytest
 
-from deploy.clients import client, eventually, executions, http, invoke, new_tag, steady
+from deploy.clients import (
+    client,
+    eventually,
+    executions,
+    fire_record,
+    fire_records,
+    http,
+    invoke,
+    new_tag,
+    steady,
+)
 
 LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
 
@@ -23,17 +33,8 @@ def message(scheduler: dict[str, Any], message_id: str) -> tuple[int, Any]:
     return http("GET", f"{scheduler['url']}/{message_id}", None, {"x-api-key": scheduler["apiKey"]})
 
 
-def fire_record(item: dict[str, Any]) -> dict[str, float]:
-    """The demo target's record of one message: fires, fired_at, publish_time, repeats."""
-    fields = ("fires", "fired_at", "publish_time", "repeats")
-    return {k: float(item.get(k, {"N": "0"})["N"]) for k in fields}
-
-
 def fired(scheduler: dict[str, Any], message_id: str) -> dict[str, float] | None:
-    table = scheduler["firesTables"]["demo"]
-    key = {"pk": {"S": f"fired#{message_id}"}}
-    item = client("dynamodb").get_item(TableName=table, Key=key).get("Item")
-    return fire_record(item) if item else None
+    return fire_record(scheduler["firesTables"]["demo"], message_id)
 
 
 def at_run_time(body: Any) -> Any:
@@ -42,18 +43,6 @@ def at_run_time(body: Any) -> Any:
         offset = -3600 if body["publishTime"] == "PAST" else 60
         return {**body, "publishTime": time.time() + offset}
     return body
-
-
-def all_fired(scheduler: dict[str, Any], ids: list[str]) -> dict[str, dict[str, float]]:
-    """The fire records of these ids, by one paginated scan."""
-    wanted = {f"fired#{i}" for i in ids}
-    paginator = client("dynamodb").get_paginator("scan")
-    return {
-        item["pk"]["S"]: fire_record(item)
-        for page in paginator.paginate(TableName=scheduler["firesTables"]["demo"])
-        for item in page["Items"]
-        if item["pk"]["S"] in wanted
-    }
 
 
 def test_a_message_fires_once_at_its_time(scheduler: dict[str, Any]) -> None:
@@ -188,8 +177,9 @@ def test_a_burst_of_messages_due_together_all_fire_exactly_once(scheduler: dict[
         answers = list(pool.map(lambda b: post(scheduler, b), bodies))
     assert [status for status, _ in answers] == [201] * BURST, answers
     ids = [answer["id"] for _, answer in answers]
+    table = scheduler["firesTables"]["demo"]
     records = eventually(
-        lambda: len(found := all_fired(scheduler, ids)) == BURST and found, timeout=240, interval=3
+        lambda: len(found := fire_records(table, ids)) == BURST and found, timeout=240, interval=3
     )
     assert [r["fires"] for r in records.values()] == [1] * BURST
     lateness = sorted(r["fired_at"] - r["publish_time"] for r in records.values())
