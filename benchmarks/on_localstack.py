@@ -22,7 +22,15 @@ from typing import Any
 from components.etl import POWERTOOLS
 from components.functions import RUNTIME
 from components.lambda_asset import build_zip
-from deploy.clients import client, eventually, fire_records, http, new_tag, scheduler_live
+from deploy.clients import (
+    client,
+    eventually,
+    fire_records,
+    http,
+    invoke_raw,
+    new_tag,
+    scheduler_live,
+)
 
 HERE = Path(__file__).resolve().parent
 TRUST = {
@@ -98,9 +106,8 @@ def timed_invoke(function: str, event: Any) -> tuple[float, dict[str, Any], int]
     holds the lock is delivered again, as Lambda's retry would, until it is answered."""
     started, retries = time.perf_counter(), 0
     while True:
-        response = client("lambda").invoke(FunctionName=function, Payload=json.dumps(event))
-        payload = json.loads(response["Payload"].read())
-        if not response.get("FunctionError"):
+        ok, payload = invoke_raw(function, event)
+        if ok:
             return time.perf_counter() - started, payload, retries
         if payload.get("errorType") != RETRY_LATER:
             raise RuntimeError(f"{function} failed: {payload}")
