@@ -46,10 +46,11 @@ TRUST = {
 
 
 def s3_event(bucket: str, key: str, version: str) -> dict[str, Any]:
-    """An EventBridge `Object Created` event as S3 sends it."""
+    """An EventBridge `Object Created` event as S3 sends it; a redelivery of the same
+    object version carries the same event id, as a Lambda retry does."""
     return {
         "version": "0",
-        "id": str(uuid.uuid4()),
+        "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"s3://{bucket}/{key}#{version}")),
         "detail-type": "Object Created",
         "source": "aws.s3",
         "account": "000000000000",

@@ -30,6 +30,7 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 
 from moto import mock_aws  # noqa: E402
 
+from benchmarks.on_localstack import s3_event  # noqa: E402
 from components import resumable_asl  # noqa: E402
 from handlers import runtime  # noqa: E402
 
@@ -67,15 +68,6 @@ def cold_import(module: str) -> float:
         )
         times.append(float(out.stdout) * 1000)
     return sorted(times)[2]
-
-
-def s3_event(i: int) -> dict[str, Any]:
-    return {
-        "id": f"e{i}",
-        "source": "aws.s3",
-        "detail-type": "Object Created",
-        "detail": {"bucket": {"name": "b"}, "object": {"key": f"in/{i}.csv", "sequencer": "01"}},
-    }
 
 
 def bench_starter(events: int = 300) -> dict[str, Any]:
@@ -125,7 +117,8 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
             ("powertools_lock", lambda e: locked_start(event=e)),
         ):
             CALLS.clear()
-            stream = [s3_event(i % (events // 2)) for i in range(events)]  # every event twice
+            # every event twice
+            stream = [s3_event("b", f"in/{i % (events // 2)}.csv", "v1") for i in range(events)]
             sys_stdout, sys.stdout = sys.stdout, io.StringIO()
             started = time.perf_counter()
             try:
