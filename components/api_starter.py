@@ -3,10 +3,10 @@
 POST /start -> VTL sets `name` from the request -> states:StartExecution. Answers:
 200 {"executionArn", "startDate", "duplicate": false} for a new execution; 409
 {"duplicate": true} for a duplicate; 400 with a reason for a missing key or an
-unusable name (nothing is started); 429 for throttling and 503 for Step Functions
-5xx, so callers (EventBridge included) retry. Optionally an EventBridge rule
-forwards S3 "Object Created" events to the API: S3 -> EventBridge -> API Gateway ->
-Step Functions with no Lambda at all.
+unusable name (nothing is started); 429 for throttling, 503 for Step Functions 5xx and
+500 when the API's role may not start executions, so callers (EventBridge included)
+retry. Optionally an EventBridge rule forwards S3 "Object Created" events to the API:
+S3 -> EventBridge -> API Gateway -> Step Functions with no Lambda at all.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ RESPONSES = (
     (r"4\d{2}", "400", api_templates.CLIENT_ERROR_TEMPLATE),
     (r"5\d{2}", "503", api_templates.SERVER_ERROR_TEMPLATE),
 )
-OVERRIDE_STATUSES = ("409", "429")  # set by the templates through responseOverride
+OVERRIDE_STATUSES = ("409", "429", "500")  # set by the templates through responseOverride
 
 
 @dataclasses.dataclass

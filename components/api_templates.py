@@ -55,14 +55,16 @@ def request_template(state_machine_arn: str, key_source: str) -> str:
 #set($body = $key.replaceAll("{_UNSAFE_RUN}", "_"))
 #if($body.length() > {MAX_BODY})#set($body = $body.substring(0, {MAX_BODY}))#end
 #if($attempt == "0")#set($name = $body)#else#set($name = "${{body}}-r${{attempt}}")#end
-#set($arn = "{state_machine_arn}")
-## An unusable key or attempt must start nothing: a malformed ARN makes Step Functions
-## answer InvalidArn (400). (An empty name would not do: StartExecution invents one.)
-#if($key == "" || !$attempt.matches("[0-9]{{1,{max_digits}}}"))#set($arn = "{INVALID_REQUEST}")#end
+#set($payload = {json_string("$input.json('$')")})
+## An unusable key or attempt must start nothing: input that is not JSON makes Step
+## Functions answer InvalidExecutionInput (400) after IAM has allowed the call (a
+## malformed ARN would be refused by IAM first, with AccessDeniedException). An empty
+## name would not do: StartExecution invents one.
+#if($key == "" || !$attempt.matches("[0-9]{{1,{max_digits}}}"))#set($payload = "{INVALID_REQUEST}")#end
 {{
-  "stateMachineArn": "$arn",
+  "stateMachineArn": "{state_machine_arn}",
   "name": "$name",
-  "input": "{json_string("$input.json('$')")}"
+  "input": "$payload"
 }}"""
 
 
@@ -78,7 +80,8 @@ SUCCESS_TEMPLATE = """## 200 from StartExecution. The same name with the same in
 }"""
 
 _MESSAGE, _TYPE = json_string("$message"), json_string("$type")
-CLIENT_ERROR_TEMPLATE = f"""## 4xx from StartExecution: a duplicate (409), a throttle to retry (429), or a bad request.
+CLIENT_ERROR_TEMPLATE = f"""## 4xx from StartExecution: a duplicate (409), a throttle to retry (429), a refused
+## role (500, retry), or a bad request.
 #set($type = "$!input.path('$.__type')")
 #set($message = "$!input.path('$.message')")
 #if($type.contains("ExecutionAlreadyExists"))
@@ -87,8 +90,13 @@ CLIENT_ERROR_TEMPLATE = f"""## 4xx from StartExecution: a duplicate (409), a thr
 #elseif($type.contains("Throttling") || $type.contains("ExecutionLimitExceeded"))
 #set($context.responseOverride.status = 429)
 {{"duplicate": false, "retryable": true, "error": "{_TYPE}", "message": "{_MESSAGE}"}}
-#elseif($type.contains("InvalidArn") || $type.contains("InvalidName"))
+#elseif($type.contains("InvalidExecutionInput") || $type.contains("InvalidName"))
 {{"duplicate": false, "error": "InvalidName", "message": "the request has no usable key or {ATTEMPT_HEADER} header (attempt must be 0-{MAX_ATTEMPT})"}}
+#elseif($type.contains("AccessDenied"))
+## The API's role may not start this state machine: a deployment fault, not the caller's.
+## 500 so callers (EventBridge: 5xx and 429) retry until the role is fixed.
+#set($context.responseOverride.status = 500)
+{{"duplicate": false, "retryable": true, "error": "{_TYPE}", "message": "{_MESSAGE}"}}
 #else
 {{"duplicate": false, "error": "{_TYPE}", "message": "{_MESSAGE}"}}
 #end"""

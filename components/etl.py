@@ -76,10 +76,19 @@ class IdempotentEtl(pulumi.ComponentResource):
         self.dlq = dead_letter_queue(name, self)
         objects_in = self.input_bucket.arn.apply(lambda arn: f"{arn}/*")
         objects_out = self.output_bucket.arn.apply(lambda arn: f"{arn}/*")
+        # S3 answers a missing key with 404 only to a caller that may list the bucket, and
+        # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
+        # needs the 404: on the input, so a vanished version is dead-lettered with its
+        # reason instead of retried as a denial; on the output where it looks for a
+        # published output (deterministic) or the crash hook for its staging object.
+        listed = [self.input_bucket.arn]
+        if args.strategy == "deterministic" or args.fault_injection:
+            listed.append(self.output_bucket.arn)
         transform = handler_function(
             f"{name}-transform",
             handler="handlers.etl.handler",
             statements=[
+                allow(["s3:ListBucket"], listed),
                 allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
                 allow(["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], [objects_out]),
                 allow(

@@ -30,7 +30,8 @@ def assume_role_policy(service: str) -> str:
 
 
 def allow(actions: Sequence[str], resources: Sequence[pulumi.Input[str]]) -> dict[str, Any]:
-    """One IAM statement; resources are ARNs (never '*', see tests/unit/test_iam.py)."""
+    """One IAM statement; resources are ARNs, '*' only for actions that allow nothing else
+    (see tests/unit/test_iam.py)."""
     return {"Effect": "Allow", "Action": list(actions), "Resource": list(resources)}
 
 

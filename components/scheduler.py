@@ -278,15 +278,13 @@ class Scheduler(pulumi.ComponentResource):
             handler="handlers.scheduler.stream_handler",
             statements=[
                 allow(["states:StartExecution"], [self.state_machine.arn]),
+                # What the event source mapping reads the stream with (the function's role).
                 allow(
-                    [
-                        "dynamodb:DescribeStream",
-                        "dynamodb:GetRecords",
-                        "dynamodb:GetShardIterator",
-                        "dynamodb:ListStreams",
-                    ],
+                    ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
                     [self.table.stream_arn],
                 ),
+                # ListStreams has no resource-level permissions: only "*" grants it.
+                allow(["dynamodb:ListStreams"], ["*"]),
             ],
             environment=environment,
             dead_letter_arn=self.dlq.arn,

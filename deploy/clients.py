@@ -99,8 +99,11 @@ def drain(queue_url: str, wait: float = 1) -> list[dict[str, Any]]:
 
 
 def log_lines(function_name: str) -> list[str]:
+    """The function's log lines, from its LoggingConfig group (where AWS, and LocalStack
+    with localstack/host_executor's lambda_logs hook, write them)."""
     logs = client("logs")
-    group = f"/aws/lambda/{function_name}"
+    config = client("lambda").get_function_configuration(FunctionName=function_name)
+    group = config.get("LoggingConfig", {}).get("LogGroup") or f"/aws/lambda/{function_name}"
     lines: list[str] = []
     try:
         streams = logs.describe_log_streams(logGroupName=group)["logStreams"]

@@ -3,6 +3,9 @@
 The stack is deployed through `python -m deploy up --stack local`, the same entry
 point users run, so these tests exercise the real components, never a hand-built
 copy. Without LocalStack they fail with a clear message; they are never skipped.
+
+LocalStack enforces IAM (tests/e2e/iam.py): the run ends with its report, and fails
+on any denial no test declared with `iam.expect_denials`.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 import pytest
 
 from deploy.clients import ENDPOINT
+from tests.e2e import iam
 
 ROOT = Path(__file__).resolve().parents[2]
+STACK_DEPLOYED: list[bool] = []  # set once the session deploys: then IAM's report counts
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -46,6 +51,8 @@ def stack() -> Iterator[dict[str, Any]]:
             "(or run the whole suite with `bash scripts/test`, which does)",
             pytrace=False,
         )
+    iam.reset()  # the report covers this session only
+    STACK_DEPLOYED.append(True)
     deploy = [sys.executable, "-m", "deploy"]
     result = subprocess.run(
         [*deploy, "up", "--stack", "local"], cwd=ROOT, capture_output=True, text=True
@@ -68,3 +75,27 @@ def scheduler(stack: dict[str, Any]) -> dict[str, Any]:
 
     scheduler_live(stack["scheduler"])
     return stack["scheduler"]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """An IAM denial no test expected fails the run, whatever the tests said."""
+    if not STACK_DEPLOYED or not _localstack_healthy():
+        return
+    found = iam.report()
+    session.config.stash[IAM_REPORT] = found
+    if iam.unexpected(found) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    found = config.stash.get(IAM_REPORT, None)
+    if found is None:
+        return
+    terminalreporter.section("IAM enforcement (LocalStack)")
+    for line in iam.summary(found):
+        terminalreporter.write_line(line)
+    if iam.unexpected(found):
+        terminalreporter.write_line("FAILED: IAM denied calls no test expected (above)", red=True)
+
+
+IAM_REPORT = pytest.StashKey[dict[str, Any]]()

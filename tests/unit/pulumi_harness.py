@@ -16,32 +16,52 @@ from deploy.stack_config import load
 ROOT = Path(__file__).resolve().parents[2]
 
 
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+STREAM_LABEL = "2026-01-01T00:00:00.000"  # DynamoDB's real stream label shape, colons and all
+
+
+def arn_of(typ: str, name: str) -> str:
+    """The ARN AWS gives a resource of this type, so policies read as they would on AWS."""
+    prefix = f"{REGION}:{ACCOUNT}"
+    shapes = {
+        "aws:s3/bucket:Bucket": f"arn:aws:s3:::{name}",
+        "aws:sqs/queue:Queue": f"arn:aws:sqs:{prefix}:{name}",
+        "aws:lambda/function:Function": f"arn:aws:lambda:{prefix}:function:{name}",
+        "aws:dynamodb/table:Table": f"arn:aws:dynamodb:{prefix}:table/{name}",
+        "aws:sfn/stateMachine:StateMachine": f"arn:aws:states:{prefix}:stateMachine:{name}",
+        "aws:cloudwatch/logGroup:LogGroup": f"arn:aws:logs:{prefix}:log-group:{name}",
+        "aws:iam/role:Role": f"arn:aws:iam::{ACCOUNT}:role/{name}",
+        "aws:cloudwatch/eventRule:EventRule": f"arn:aws:events:{prefix}:rule/{name}",
+        "aws:apigateway/restApi:RestApi": f"arn:aws:apigateway:{REGION}::/restapis/{name}",
+    }
+    service = typ.split(":")[1].split("/")[0]
+    return shapes.get(typ, f"arn:aws:{service}:{prefix}:{name}")
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[pulumi.runtime.MockResourceArgs] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(args)
-        service = args.typ.split(":")[1].split("/")[0]
         name = args.inputs.get("name") or args.name
         outputs = {
             **args.inputs,
-            "arn": f"arn:aws:{service}:us-east-1:123456789012:{args.name}",
+            "arn": arn_of(args.typ, name),
             "name": name,
             "bucket": args.inputs.get("bucket") or name,
-            "url": f"https://sqs.us-east-1.amazonaws.com/123456789012/{name}",
-            "invokeArn": f"arn:aws:apigateway:us-east-1:lambda:path/functions/{args.name}",
-            "streamArn": f"arn:aws:dynamodb:us-east-1:123456789012:table/{name}/stream/1",
+            "url": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{name}",
+            "invokeArn": f"arn:aws:apigateway:{REGION}:lambda:path/functions/{args.name}",
+            "streamArn": f"{arn_of(args.typ, name)}/stream/{STREAM_LABEL}",
             "rootResourceId": "root",
-            "executionArn": f"arn:aws:execute-api:us-east-1:123456789012:{args.name}",
-            "invokeUrl": f"https://{args.name}.execute-api.us-east-1.amazonaws.com/v1",
+            "executionArn": f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{args.name}",
+            "invokeUrl": f"https://{args.name}.execute-api.{REGION}.amazonaws.com/v1",
         }
-        if args.typ == "aws:sfn/stateMachine:StateMachine":
-            outputs["arn"] = f"arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list]:
-        return {"accountId": "123456789012", "name": "us-east-1", "region": "us-east-1"}, []
+        return {"accountId": ACCOUNT, "name": REGION, "region": REGION}, []
 
     def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
         return [r for r in self.resources if r.typ == typ]

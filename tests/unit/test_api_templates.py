@@ -52,11 +52,11 @@ def test_attempt_header_gives_the_retry_name() -> None:
 @pytest.mark.parametrize("attempt", ["-1", "abc", "12345", "1.5"])
 def test_a_bad_attempt_starts_nothing(attempt: str) -> None:
     request = start_request(s3_body("k"), {"X-Attempt": attempt})
-    assert request["stateMachineArn"] == t.INVALID_REQUEST
+    assert request["input"] == t.INVALID_REQUEST  # not JSON: InvalidExecutionInput
 
 
 def test_a_missing_key_starts_nothing() -> None:
-    assert start_request({"detail": {}})["stateMachineArn"] == t.INVALID_REQUEST
+    assert start_request({"detail": {}})["input"] == t.INVALID_REQUEST
 
 
 def test_header_keys() -> None:
@@ -115,9 +115,20 @@ def test_throttles_are_429_and_never_duplicates(error: str) -> None:
 
 
 def test_an_invalid_request_is_400_with_a_reason() -> None:
-    body, status = response(t.CLIENT_ERROR_TEMPLATE, {"__type": "InvalidArn", "message": "bad"})
+    body, status = response(
+        t.CLIENT_ERROR_TEMPLATE, {"__type": "InvalidExecutionInput", "message": "bad"}
+    )
     assert status == 0  # the 4xx integration response's own 400
     assert "X-Attempt" in body["message"]
+
+
+def test_a_refused_role_is_500_retryable_never_a_bad_request() -> None:
+    # GIVEN IAM refusing the API's role (a deployment fault the caller cannot fix)
+    error = {"__type": "AccessDeniedException", "message": "not authorized"}
+    # THEN callers are told to retry (EventBridge retries 5xx), not that they sent garbage
+    body, status = response(t.CLIENT_ERROR_TEMPLATE, error)
+    assert (status, body["retryable"], body["duplicate"]) == (500, True, False)
+    assert body["message"] == "not authorized"
 
 
 def test_server_errors_say_retry() -> None:

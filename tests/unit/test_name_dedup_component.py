@@ -34,7 +34,7 @@ def test_wires_rule_target_function_and_dlq() -> None:
     assert function.inputs["deadLetterConfig"]["targetArn"].endswith(":nd-dlq")
     permission = mocks.named("nd-invoke")
     assert permission.inputs["principal"] == "events.amazonaws.com"
-    assert permission.inputs["sourceArn"].endswith(":nd-rule")
+    assert permission.inputs["sourceArn"].endswith(":rule/nd-rule")
 
 
 def test_starter_may_start_only_its_own_state_machine() -> None:

@@ -33,7 +33,7 @@ def test_the_role_may_touch_only_its_table_and_its_functions() -> None:
         "dynamodb:PutItem",
         "dynamodb:UpdateItem",
     ]
-    assert table["Resource"] == ["arn:aws:dynamodb:us-east-1:123456789012:wf-checkpoints"]
+    assert table["Resource"] == ["arn:aws:dynamodb:us-east-1:123456789012:table/wf-checkpoints"]
     assert invoke["Resource"] == [
         ARN + "reserve",
         ARN + "charge",
