@@ -77,6 +77,27 @@ def deploy_lock_starter(state_machine_arn: str, tag: str) -> tuple[str, list[Any
         BillingMode="PAY_PER_REQUEST",
     )
     role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST))["Role"]
+    # Least privilege, as LocalStack enforces IAM: its lock table, its machine, its logs.
+    account_region = "us-east-1:000000000000"
+    grants = [
+        (
+            ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            f"arn:aws:dynamodb:{account_region}:table/{table}",
+        ),
+        (["states:StartExecution"], state_machine_arn),
+        (
+            ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+            f"arn:aws:logs:{account_region}:log-group:/aws/lambda/{name}:*",
+        ),
+    ]
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": actions, "Resource": resource}
+            for actions, resource in grants
+        ],
+    }
+    iam.put_role_policy(RoleName=name, PolicyName="lock-starter", PolicyDocument=json.dumps(policy))
     code = io.BytesIO(build_zip(POWERTOOLS).read_bytes())
     with zipfile.ZipFile(code, "a") as archive:
         archive.write(HERE / "lock_starter.py", "lock_starter.py")
@@ -93,6 +114,7 @@ def deploy_lock_starter(state_machine_arn: str, tag: str) -> tuple[str, list[Any
     lam.get_waiter("function_active_v2").wait(FunctionName=name)
     undo = [
         lambda: lam.delete_function(FunctionName=name),
+        lambda: iam.delete_role_policy(RoleName=name, PolicyName="lock-starter"),
         lambda: iam.delete_role(RoleName=name),
         lambda: ddb.delete_table(TableName=table),
     ]

@@ -24,6 +24,7 @@ from deploy.clients import (
     executions,
     fire_records,
     http,
+    iam_report,
     invoke,
     invoke_raw,
     keys,
@@ -240,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
             f"stack {args.stack!r} is not deployed: run `python -m deploy up --stack {args.stack}`"
         )
     out = json.loads(path.read_text())
+    denied_before = iam_report().get("totals", {}).get("denied", 0)
     rows = [
         name_dedup(out["nameDedup"], args.objects),
         api_starter(out["apiStarter"], args.objects),
@@ -257,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.lost:>6}{r.extra:>7}  {r.note}"
         )
     bad = [r.pattern for r in rows if r.lost or r.extra]
+    iam = iam_report()
+    if iam["mode"] == "off":
+        print("\nIAM: not enforced (EXACTLY_ONCE_IAM=off)")
+    else:
+        denied = iam["totals"]["denied"] - denied_before
+        print(f"\nIAM ({iam['mode']}): {denied} calls denied during the demo")
+        if denied:
+            bad.append("IAM (calls denied)")
     print(
         "\n"
         + (

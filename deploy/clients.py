@@ -220,3 +220,21 @@ def scheduler_live(out: dict[str, Any], timeout: float = 300) -> None:
     assert status == 201 and probe["status"] == "STANDBY", f"scheduler probe: {status} {probe}"
     assert http("DELETE", f"{out['url']}/{probe['id']}", None, headers)[0] == 200
     eventually(lambda: executions(out["stateMachineArn"], probe["id"]), timeout=timeout, interval=2)
+
+
+IAM_REPORT_URL = f"{ENDPOINT}/_localstack/exactly-once/iam"
+
+
+def iam_report() -> dict[str, Any]:
+    """LocalStack's IAM enforcement report (localstack/host_executor/host_executor/iam.py);
+    {"mode": "off"} when enforcement is not loaded."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(IAM_REPORT_URL, timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return {"mode": "off"}
+        raise

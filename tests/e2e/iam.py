@@ -16,9 +16,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from deploy.clients import ENDPOINT, client
-
-REPORT_URL = f"{ENDPOINT}/_localstack/exactly-once/iam"
+from deploy.clients import IAM_REPORT_URL, client
+from deploy.clients import iam_report as report
 
 
 @dataclasses.dataclass
@@ -42,19 +41,8 @@ class Expected:
 EXPECTED: list[Expected] = []
 
 
-def report() -> dict[str, Any]:
-    """LocalStack's IAM report; {"mode": "off"} when enforcement is not loaded."""
-    try:
-        with urllib.request.urlopen(REPORT_URL, timeout=10) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return {"mode": "off"}
-        raise
-
-
 def reset() -> None:
-    request = urllib.request.Request(REPORT_URL, method="DELETE")
+    request = urllib.request.Request(IAM_REPORT_URL, method="DELETE")
     with contextlib.suppress(urllib.error.HTTPError), urllib.request.urlopen(request, timeout=10):
         pass
 
