@@ -14,7 +14,11 @@ from components.config import args_from_config
 from components.demo_steps import DemoSteps
 from components.demo_target import DemoTarget
 from components.etl import IdempotentEtl, IdempotentEtlArgs
-from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
+from components.name_dedup import (
+    NameDedupStarter,
+    NameDedupStarterArgs,
+    s3_object_created_pattern,
+)
 from components.provider import aws_provider
 from components.resumable import ResumableWorkflow, ResumableWorkflowArgs
 from components.scheduler import Scheduler, SchedulerArgs
@@ -49,6 +53,33 @@ if name_dedup is not None:
             "functionName": starter.function.name,
             "stateMachineArn": starter.state_machine_arn,
             "dlqUrl": starter.dlq.url,
+        },
+    )
+
+# A second name-dedup starter, watching two buckets through one event pattern: one key
+# written to each is two events (every S3 key strategy names the bucket).
+name_dedup_keys = config.get_object("nameDedupKeys")
+if name_dedup_keys is not None:
+    key_buckets = [
+        secure_bucket(f"keys-{part}", eventbridge=True, force_destroy=True, opts=opts)
+        for part in ("a", "b")
+    ]
+    keys_starter = NameDedupStarter(
+        "name-dedup-keys",
+        args_from_config(
+            NameDedupStarterArgs,
+            name_dedup_keys,
+            event_pattern=s3_object_created_pattern(*[b.bucket for b in key_buckets]),
+        ),
+        opts,
+    )
+    pulumi.export(
+        "nameDedupKeys",
+        {
+            "buckets": [b.bucket for b in key_buckets],
+            "functionName": keys_starter.function.name,
+            "stateMachineArn": keys_starter.state_machine_arn,
+            "dlqUrl": keys_starter.dlq.url,
         },
     )
 

@@ -20,12 +20,14 @@ from handlers.executions import REUSE_POLICIES
 from handlers.keys import key_extractor
 
 
-def s3_object_created_pattern(bucket_name: pulumi.Input[str]) -> pulumi.Output[str]:
+def s3_object_created_pattern(*bucket_names: pulumi.Input[str]) -> pulumi.Output[str]:
+    """S3 "Object Created" events of these buckets (every S3 key strategy names the bucket,
+    so one key in two buckets is two events)."""
     return pulumi.Output.json_dumps(
         {
             "source": ["aws.s3"],
             "detail-type": ["Object Created"],
-            "detail": {"bucket": {"name": [bucket_name]}},
+            "detail": {"bucket": {"name": list(bucket_names)}},
         }
     )
 

@@ -19,6 +19,7 @@ from typing import Any
 from deploy import outputs_path
 from deploy.clients import (
     ENDPOINT,
+    api_executions,
     client,
     execution_input,
     executions,
@@ -129,19 +130,24 @@ def api_starter(out: dict[str, Any], objects: int) -> Row:
     row = Row("2 API Gateway starter")
     tag = new_tag()
     machine = out["stateMachineArn"]
-    for i in range(objects):  # through S3 -> EventBridge -> API Gateway
-        client("s3").put_object(Bucket=out["bucket"], Key=f"api/{tag}/{i}.csv", Body=b"x")
+    keys = [f"api/{tag}/{i}.csv" for i in range(objects)]
+    for key in keys:  # through S3 -> EventBridge -> API Gateway
+        client("s3").put_object(Bucket=out["bucket"], Key=key, Body=b"x")
     row.sent = objects
+
+    def started() -> list[dict[str, Any]]:
+        return api_executions(machine, *keys)
+
     with Progress("api starter: S3 deliveries, then 2 direct duplicate POSTs each"):
-        settle(lambda: len(executions(machine, tag)), objects, quiet=1)
-        for execution in executions(machine, tag):
-            body = execution_input(execution["executionArn"])
+        settle(lambda: len(started()), objects, quiet=1)
+        for execution in started():
+            body = execution_input(execution["executionArn"])["body"]
             for _ in range(2):
                 status, _ = http("POST", out["url"], body, {"x-api-key": out["apiKey"]})
                 row.duplicates += 1
                 if status != 409:
                     row.note = f"a duplicate POST answered {status}"
-        row.produced = settle(lambda: len(executions(machine, tag)), objects)
+        row.produced = settle(lambda: len(started()), objects)
     return row
 
 

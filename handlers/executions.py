@@ -2,11 +2,13 @@
 
 STANDARD state machines keep execution names unique for 90 days, so StartExecution
 with a derived name is an atomic "insert if absent": no table, no lock.
-- new name                                   -> STARTED
-- same name, same input, first still running -> 200 with the first execution's
-  startDate: a DUPLICATE, told apart by that startDate predating our request
-- same name, execution closed or other input -> ExecutionAlreadyExists: a DUPLICATE,
-  unless the reuse policy allows a retry of a failed execution (next attempt name)
+- new name            -> STARTED
+- name already in use -> ExecutionAlreadyExists: a DUPLICATE, unless the reuse policy
+  allows a retry of a failed execution (next attempt name)
+Every call's input carries its own request id, so no two calls send the same input:
+StartExecution's "same name and same input while running" success can only answer a
+retry of the very call that started it (a Lambda retry keeps its request id), and a
+concurrent twin always gets ExecutionAlreadyExists. No clocks are compared.
 Everything else (throttling, 5xx, timeouts) propagates so the event is redelivered;
 it is never reported as a duplicate.
 """
@@ -14,7 +16,6 @@ it is never reported as a duplicate.
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import json
 from typing import Any
 
@@ -56,11 +57,13 @@ def start_once(
     state_machine_arn: str,
     key: str,
     document: dict[str, Any],
+    request_id: str,
     reuse_policy: str = REJECT_DUPLICATE,
     hide_key: bool = False,
     sfn: Any = None,
 ) -> Outcome:
-    """Start `document` (plus its attempt number) under the name derived from `key`."""
+    """Start `document` (plus its attempt number and `request_id`, which must be unique
+    per delivery, e.g. the Lambda request id) under the name derived from `key`."""
     if reuse_policy not in REUSE_POLICIES:
         raise ValueError(f"reuse policy must be one of {REUSE_POLICIES}, got {reuse_policy!r}")
     sfn = sfn or client("stepfunctions")
@@ -68,16 +71,11 @@ def start_once(
     while True:
         name = execution_name(key, attempt, hide_key)
         arn = execution_arn(state_machine_arn, name)
-        # startDate has millisecond precision; an execution our own call created cannot
-        # predate the millisecond we sent it in. (Only the reported outcome rests on the
-        # clocks agreeing; the single execution does not.)
-        now = dt.datetime.now(dt.UTC)
-        requested_at = now.replace(microsecond=now.microsecond // 1000 * 1000)
         try:
             response = sfn.start_execution(
                 stateMachineArn=state_machine_arn,
                 name=name,
-                input=canonical_input({**document, "attempt": attempt}),
+                input=canonical_input({**document, "attempt": attempt, "requestId": request_id}),
             )
         except Exception as exc:
             if error_code(exc) != "ExecutionAlreadyExists":
@@ -89,6 +87,4 @@ def start_once(
                 return Outcome(DUPLICATE, name, arn, attempt, status)
             attempt += 1  # a deliberate re-run of a failed attempt: deterministic next name
             continue
-        if response["startDate"] < requested_at:
-            return Outcome(DUPLICATE, name, response["executionArn"], attempt, "RUNNING")
         return Outcome(STARTED, name, response["executionArn"], attempt)

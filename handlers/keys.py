@@ -1,12 +1,16 @@
 """Which part of an event identifies "the same event": the key strategies.
 
 One strategy is chosen per deployment (env KEY_STRATEGY):
-- ``object-key``: the S3 object key; an overwrite of the key is a duplicate.
+- ``object-key``: bucket and object key; an overwrite of the key is a duplicate.
 - ``bucket-key-version``: bucket, key and version id; every new version is new work
   (the bucket must be versioned).
-- ``key-sequencer``: key and S3's sequencer, which grows with every write of the key,
-  so an overwrite is new work while a redelivery of the same write is not.
+- ``key-sequencer``: bucket, key and S3's sequencer, which grows with every write of the
+  key, so an overwrite is new work while a redelivery of the same write is not.
 - ``jmespath:<expression>``: any string or number in the event.
+
+Every S3 strategy names the bucket: a rule whose pattern matches several buckets must
+never take `b1/x` and `b2/x` for one object. Keys are EventBridge's `detail.object.key`,
+the key as it is (S3 user guide, ev-events; not URL-encoded as in notifications).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ def _s3(event: Any) -> tuple[str, dict[str, Any]]:
 
 
 def object_key(event: Any) -> str:
-    return _s3(event)[1]["key"]
+    bucket, obj = _s3(event)
+    return f"{bucket}/{obj['key']}"
 
 
 def bucket_key_version(event: Any) -> str:
@@ -51,11 +56,11 @@ def bucket_key_version(event: Any) -> str:
 
 
 def key_sequencer(event: Any) -> str:
-    _, obj = _s3(event)
+    bucket, obj = _s3(event)
     sequencer = obj.get("sequencer")
     if not isinstance(sequencer, str) or not sequencer:
         raise BadEvent("event has no detail.object.sequencer")
-    return f"{obj['key']}#{sequencer}"
+    return f"{bucket}/{obj['key']}#{sequencer}"
 
 
 def jmespath_key(expression: str) -> Callable[[Any], str]:

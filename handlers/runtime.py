@@ -54,3 +54,14 @@ def error_code(exc: BaseException) -> str:
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", ""))
     return ""
+
+
+def request_id(context: Any) -> str:
+    """This delivery's id: the Lambda request id (kept by Lambda's own retries), or a fresh
+    one outside Lambda."""
+    found = getattr(context, "aws_request_id", None)
+    if found:
+        return str(found)
+    import uuid
+
+    return str(uuid.uuid4())

@@ -35,15 +35,14 @@ class ObjectRef:
         return dataclasses.asdict(self)
 
 
-def _ref(bucket: Any, obj: Any, version_field: str, etag_field: str) -> ObjectRef:
+def _ref(bucket: Any, obj: Any, version_field: str, etag_field: str, encoded: bool) -> ObjectRef:
     name = bucket.get("name") if isinstance(bucket, dict) else None
     key = obj.get("key") if isinstance(obj, dict) else None
     if not isinstance(name, str) or not name or not isinstance(key, str) or not key:
         raise BadEvent("the event names no S3 bucket and object key")
-    # Both event kinds URL-encode keys (a space arrives as '+' or '%20').
     return ObjectRef(
         bucket=name,
-        key=unquote_plus(key),
+        key=unquote_plus(key) if encoded else key,
         version_id=obj.get(version_field) or None,
         etag=(obj.get(etag_field) or "").strip('"') or None,
     )
@@ -59,11 +58,14 @@ def object_refs(event: Any) -> list[ObjectRef]:
             s3 = record.get("s3") if isinstance(record, dict) else None
             if not isinstance(s3, dict):
                 raise BadEvent("a record has no 's3' object (not an S3 notification)")
-            refs.append(_ref(s3.get("bucket"), s3.get("object"), "versionId", "eTag"))
+            # "The object key name value is URL encoded" (S3 user guide,
+            # notification-content-structure): "red flower.jpg" arrives as "red+flower.jpg".
+            refs.append(_ref(s3.get("bucket"), s3.get("object"), "versionId", "eTag", True))
         if not refs:
             raise BadEvent("the notification has no records")
         return refs
     if isinstance(event.get("detail"), dict):
         detail = event["detail"]
-        return [_ref(detail.get("bucket"), detail.get("object"), "version-id", "etag")]
+        # EventBridge's S3 events carry the key as it is (S3 user guide, ev-events).
+        return [_ref(detail.get("bucket"), detail.get("object"), "version-id", "etag", False)]
     raise BadEvent("neither an S3 notification (Records) nor an EventBridge S3 event (detail)")

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from handlers.executions import Outcome, start_once
-from handlers.runtime import client, error_code, log
+from handlers.runtime import client, error_code, log, request_id
 
 TABLE = os.environ.get("TABLE", "")
 STATE_MACHINE_ARN = os.environ.get("STATE_MACHINE_ARN", "")
@@ -246,7 +246,7 @@ def _due(status: str, horizon: float) -> Iterator[str]:
             return
 
 
-def sweep(now: float | None = None) -> dict[str, int]:
+def sweep(now: float | None = None, context: Any = None) -> dict[str, int]:
     """Start the STANDBY messages due in the window that have no execution yet (their
     execution is named by the id, so one already started is a cheap duplicate), then move
     the due RESERVED ones to STANDBY (the stream starts those)."""
@@ -258,7 +258,7 @@ def sweep(now: float | None = None) -> dict[str, int]:
         item = _ddb().get_item(TableName=TABLE, Key=message_key(message_id), ConsistentRead=True)
         image = item.get("Item")
         if image and image["status"]["S"] == STANDBY:
-            restarted += start(image).status == "STARTED"
+            restarted += start(image, context).status == "STARTED"
     read = moved = 0
     for message_id in _due(RESERVED, horizon):
         read += 1
@@ -269,7 +269,7 @@ def sweep(now: float | None = None) -> dict[str, int]:
 
 
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:
-    return sweep()
+    return sweep(context=context)
 
 
 # -- the stream starter: one execution per STANDBY message, named by its id ---------------
@@ -291,10 +291,10 @@ def execution_input(image: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def start(image: dict[str, Any]) -> Outcome:
+def start(image: dict[str, Any], context: Any) -> Outcome:
     """Start a STANDBY message's execution, named by its id: once, however often asked."""
     document = execution_input(image)
-    outcome = start_once(STATE_MACHINE_ARN, document["id"], document)
+    outcome = start_once(STATE_MACHINE_ARN, document["id"], document, request_id(context))
     log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
     return outcome
 
@@ -307,5 +307,5 @@ def stream_handler(event: Any, context: Any) -> dict[str, Any]:
         image = record.get("dynamodb", {}).get("NewImage")
         if not image or image.get("status", {}).get("S") != STANDBY:
             continue
-        outcomes.append(start(image).status)
+        outcomes.append(start(image, context).status)
     return {"outcomes": outcomes}

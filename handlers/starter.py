@@ -12,7 +12,7 @@ from typing import Any
 from handlers.executions import PERMANENT_ERRORS, start_once
 from handlers.keys import BadEvent, key_extractor
 from handlers.names import key_hash
-from handlers.runtime import dead_letter, error_code, log
+from handlers.runtime import dead_letter, error_code, log, request_id
 
 STATE_MACHINE_ARN = os.environ.get("STATE_MACHINE_ARN", "")
 REUSE_POLICY = os.environ.get("REUSE_POLICY", "REJECT_DUPLICATE")
@@ -33,6 +33,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
             STATE_MACHINE_ARN,
             key,
             {"key": key, "event": event},
+            request_id(context),
             reuse_policy=REUSE_POLICY,
             hide_key=HIDE_KEY,
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from typing import Any
 
 import boto3
@@ -87,7 +88,12 @@ class Checkpoints:
     def rerun(self, key: str, document: dict[str, Any]) -> Outcome:
         """Start from the top under a new, deterministic attempt name (key, key-r1, ...)."""
         return start_once(
-            self.state_machine_arn, key, document, ALLOW_DUPLICATE_FAILED_ONLY, sfn=self.sfn
+            self.state_machine_arn,
+            key,
+            document,
+            str(uuid.uuid4()),
+            ALLOW_DUPLICATE_FAILED_ONLY,
+            sfn=self.sfn,
         )
 
     def redrive(self, execution_arn: str) -> dict[str, Any]:

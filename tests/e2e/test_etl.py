@@ -90,6 +90,20 @@ def test_one_upload_one_output(etl: dict[str, Any]) -> None:
     assert staged(etl, tag) == []
 
 
+def test_a_key_with_spaces_plus_and_unicode_is_read_and_written_under_its_real_name(
+    etl: dict[str, Any],
+) -> None:
+    # GIVEN a key each trigger carries its own way (notifications URL-encode it,
+    # EventBridge does not)
+    tag = new_tag()
+    key = f"in/{tag}/a b+c données.csv"
+    put = upload(etl, key)
+    # THEN that very object was read, and its output is named for the real key
+    [output] = eventually(lambda: outputs(etl, tag))
+    assert output == f"out/{key}.{put['VersionId']}.jsonl"
+    assert read_lines(etl, output) == EXPECTED
+
+
 def test_the_same_notification_twice_writes_once(etl: dict[str, Any]) -> None:
     tag = new_tag()
     key = f"in/{tag}.csv"

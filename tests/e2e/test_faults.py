@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from deploy.clients import (
+    api_executions,
     client,
     drain,
     eventually,
@@ -118,16 +119,17 @@ def test_a_throttled_api_start_is_429_retryable_and_the_retry_starts_once(
 ) -> None:
     out = stack["apiStarter"]
     tag = new_tag()
-    body = {"detail": {"object": {"key": f"in/{tag}.csv"}}}
+    key = f"in/{tag}.csv"
+    body = {"detail": {"object": {"key": key}}}
     headers = {"x-api-key": out["apiKey"]}
     with fault("stepfunctions.StartExecution", "ThrottlingException", 1, [tag]) as n:
         status, answer = http("POST", out["url"], body, headers)
         assert n() == 1
     assert (status, answer["retryable"], answer["duplicate"]) == (429, True, False), answer
-    assert executions(out["stateMachineArn"], tag) == []
+    assert api_executions(out["stateMachineArn"], key) == []
     status, answer = http("POST", out["url"], body, headers)  # the client's retry
     assert (status, answer["duplicate"]) == (200, False)
-    assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=2) == 1
+    assert steady(lambda: len(api_executions(out["stateMachineArn"], key)), seconds=2) == 1
 
 
 def test_a_throttled_scheduler_start_is_retried_by_the_stream_and_fires_once(

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from deploy.clients import (
     ENDPOINT,
+    api_executions,
     client,
     drain,
     eventually,
@@ -117,7 +118,8 @@ def test_an_api_whose_role_is_refused_answers_500_and_the_retry_starts_once(
     out = stack["apiStarter"]
     tag = new_tag()
     role = integration(out["url"], "/start", "POST")["credentials"]
-    body = {"detail": {"object": {"key": f"iam/{tag}.csv"}}}
+    key = f"iam/{tag}.csv"
+    body = {"detail": {"object": {"key": key}}}
     headers = {"x-api-key": out["apiKey"]}
     with iam.expect_denials(iam.role_name(role), "states:StartExecution") as denied:
         # GIVEN the API's credentials role without states:StartExecution
@@ -129,11 +131,11 @@ def test_an_api_whose_role_is_refused_answers_500_and_the_retry_starts_once(
         assert denied()
     assert (status, answer["retryable"], answer["duplicate"]) == (500, True, False), answer
     assert "AccessDenied" in answer["error"]
-    assert executions(out["stateMachineArn"], tag) == []
+    assert api_executions(out["stateMachineArn"], key) == []
     # AND the caller's retry, once the role is fixed, starts it once
     status, answer = http("POST", out["url"], body, headers)
     assert (status, answer["duplicate"]) == (200, False)
-    assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=2) == 1
+    assert steady(lambda: len(api_executions(out["stateMachineArn"], key)), seconds=2) == 1
 
 
 # -- a resource-based policy -------------------------------------------------------------------

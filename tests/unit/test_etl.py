@@ -150,18 +150,29 @@ def test_a_non_s3_event_goes_to_the_dlq(world: dict[str, str]) -> None:
     assert "neither" in json.loads(messages["Messages"][0]["Body"])["reason"]
 
 
-def test_eventbridge_and_notification_events_name_the_same_object() -> None:
-    [a] = object_refs(
-        {
-            "Records": [
-                {"s3": {"bucket": {"name": "b"}, "object": {"key": "a+b%2Fc", "versionId": "v"}}}
-            ]
-        }
-    )
-    [b] = object_refs(
-        {"detail": {"bucket": {"name": "b"}, "object": {"key": "a+b%2Fc", "version-id": "v"}}}
-    )
-    assert a == b and a.key == "a b/c" and a.identity == "b/a b/c#v"
+# (the key S3 wrote, as a notification carries it: URL-encoded, spaces as '+')
+KEYS = [
+    ("a b.csv", "a+b.csv"),
+    ("a+b.csv", "a%2Bb.csv"),
+    ("données/é.csv", "donn%C3%A9es/%C3%A9.csv"),
+    ("100%.csv", "100%25.csv"),
+]
+
+
+@pytest.mark.parametrize(("key", "encoded"), KEYS)
+def test_a_notification_key_is_url_decoded(key: str, encoded: str) -> None:
+    # "The object key name value is URL encoded" (S3 notification-content-structure)
+    record = {"s3": {"bucket": {"name": "b"}, "object": {"key": encoded, "versionId": "v"}}}
+    [ref] = object_refs({"Records": [record]})
+    assert (ref.key, ref.identity) == (key, f"b/{key}#v")
+
+
+@pytest.mark.parametrize(("key", "encoded"), KEYS)
+def test_an_eventbridge_key_is_taken_as_it_is(key: str, encoded: str) -> None:
+    # EventBridge's S3 events carry the key itself (S3 user guide, ev-events)
+    detail = {"bucket": {"name": "b"}, "object": {"key": key, "version-id": "v"}}
+    [ref] = object_refs({"detail": detail})
+    assert (ref.key, ref.identity) == (key, f"b/{key}#v")
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from botocore.exceptions import ClientError
@@ -23,6 +25,10 @@ from tests.unit.conftest import FAIL_DEFINITION, WAIT_DEFINITION, make_state_mac
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:target"
 
 
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
 def wait_for_status(arn: str, status: str) -> None:
     sfn = runtime.client("stepfunctions")
     for _ in range(100):
@@ -34,8 +40,8 @@ def wait_for_status(arn: str, status: str) -> None:
 
 def test_first_start_is_started_and_a_redelivery_is_a_duplicate(moto: None) -> None:
     machine = make_state_machine(WAIT_DEFINITION)
-    first = start_once(machine, "k1", {"key": "k1"})
-    again = start_once(machine, "k1", {"key": "k1"})
+    first = start_once(machine, "k1", {"key": "k1"}, new_id())
+    again = start_once(machine, "k1", {"key": "k1"}, new_id())
     assert first.status == STARTED
     assert again.status == DUPLICATE
     assert again.execution_arn == first.execution_arn
@@ -45,24 +51,24 @@ def test_first_start_is_started_and_a_redelivery_is_a_duplicate(moto: None) -> N
 
 def test_other_input_under_the_same_name_is_a_duplicate(moto: None) -> None:
     machine = make_state_machine(WAIT_DEFINITION)
-    start_once(machine, "k1", {"key": "k1", "event": {"id": "a"}})
-    second = start_once(machine, "k1", {"key": "k1", "event": {"id": "b"}})
+    start_once(machine, "k1", {"key": "k1", "event": {"id": "a"}}, new_id())
+    second = start_once(machine, "k1", {"key": "k1", "event": {"id": "b"}}, new_id())
     assert second.status == DUPLICATE
 
 
 def test_failed_execution_is_retried_under_the_next_attempt_name(moto: None) -> None:
     machine = make_state_machine(FAIL_DEFINITION)
-    first = start_once(machine, "k1", {"key": "k1"}, ALLOW_DUPLICATE_FAILED_ONLY)
+    first = start_once(machine, "k1", {"key": "k1"}, new_id(), ALLOW_DUPLICATE_FAILED_ONLY)
     wait_for_status(first.execution_arn, "FAILED")
-    retry = start_once(machine, "k1", {"key": "k1"}, ALLOW_DUPLICATE_FAILED_ONLY)
+    retry = start_once(machine, "k1", {"key": "k1"}, new_id(), ALLOW_DUPLICATE_FAILED_ONLY)
     assert (retry.status, retry.attempt, retry.name) == (STARTED, 1, "k1-r1")
 
 
 def test_reject_duplicate_never_retries_a_failure(moto: None) -> None:
     machine = make_state_machine(FAIL_DEFINITION)
-    first = start_once(machine, "k1", {"key": "k1"})
+    first = start_once(machine, "k1", {"key": "k1"}, new_id())
     wait_for_status(first.execution_arn, "FAILED")
-    assert start_once(machine, "k1", {"key": "k1"}).status == DUPLICATE
+    assert start_once(machine, "k1", {"key": "k1"}, new_id()).status == DUPLICATE
 
 
 def stubbed() -> tuple[Stubber, dict[str, str]]:
@@ -70,12 +76,14 @@ def stubbed() -> tuple[Stubber, dict[str, str]]:
     expected = {
         "stateMachineArn": ARN,
         "name": "k1",
-        "input": canonical_input({"key": "k1", "attempt": 0}),
+        "input": canonical_input({"key": "k1", "attempt": 0, "requestId": "req-1"}),
     }
     return stub, expected
 
 
-def test_same_name_while_running_is_told_apart_by_start_date() -> None:
+def test_a_retry_of_the_call_that_started_it_is_still_started() -> None:
+    # GIVEN StartExecution's same-name-same-input success: only this request's own retry
+    # (a Lambda retry keeps its request id) can send the same input
     stub, expected = stubbed()
     earlier = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=5)
     stub.add_response(
@@ -84,9 +92,22 @@ def test_same_name_while_running_is_told_apart_by_start_date() -> None:
         expected,
     )
     with stub:
-        outcome = start_once(ARN, "k1", {"key": "k1"})
+        outcome = start_once(ARN, "k1", {"key": "k1"}, "req-1")
     stub.assert_no_pending_responses()
-    assert (outcome.status, outcome.existing_status) == (DUPLICATE, "RUNNING")
+    assert outcome.status == STARTED
+
+
+def test_concurrent_twins_get_one_started_and_the_rest_duplicates(moto: None) -> None:
+    # GIVEN ten deliveries of one event at once, while its execution runs
+    machine = make_state_machine(WAIT_DEFINITION)
+    with ThreadPoolExecutor(10) as pool:
+        outcomes = list(
+            pool.map(lambda n: start_once(machine, "k1", {"key": "k1"}, f"req-{n}"), range(10))
+        )
+    # THEN exactly one says it started it, whatever the clocks say
+    assert sorted(o.status for o in outcomes) == [DUPLICATE] * 9 + [STARTED]
+    executions = runtime.client("stepfunctions").list_executions(stateMachineArn=machine)
+    assert len(executions["executions"]) == 1
 
 
 @pytest.mark.parametrize(
@@ -96,10 +117,10 @@ def test_throttles_and_unknown_errors_propagate_and_are_never_duplicates(code: s
     stub, expected = stubbed()
     stub.add_client_error("start_execution", code, http_status_code=400, expected_params=expected)
     with stub, pytest.raises(ClientError) as raised:
-        start_once(ARN, "k1", {"key": "k1"})
+        start_once(ARN, "k1", {"key": "k1"}, "req-1")
     assert raised.value.response["Error"]["Code"] == code
 
 
 def test_unknown_reuse_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="reuse policy"):
-        start_once(ARN, "k1", {}, "ALLOW_ALL")
+        start_once(ARN, "k1", {}, "req-1", "ALLOW_ALL")

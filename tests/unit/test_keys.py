@@ -9,7 +9,22 @@ from tests.unit.conftest import s3_event
 
 
 def test_object_key() -> None:
-    assert key_extractor("object-key")(s3_event(key="in/a.csv")) == "in/a.csv"
+    assert key_extractor("object-key")(s3_event(key="in/a.csv")) == "uploads/in/a.csv"
+
+
+@pytest.mark.parametrize("strategy", ["object-key", "bucket-key-version", "key-sequencer"])
+def test_every_s3_strategy_tells_two_buckets_apart(strategy: str) -> None:
+    # GIVEN one key written to two buckets a rule's pattern both matches
+    extract = key_extractor(strategy)
+    first, second = s3_event(bucket="b1", key="x"), s3_event(bucket="b2", key="x")
+    # THEN they are two events, never one
+    assert extract(first) != extract(second)
+
+
+@pytest.mark.parametrize("key", ["a b.csv", "a+b.csv", "données/é.csv", "100%25.csv"])
+def test_keys_are_taken_as_eventbridge_sends_them(key: str) -> None:
+    # EventBridge's S3 events carry the key itself, not URL-encoded: nothing is decoded
+    assert key_extractor("object-key")(s3_event(bucket="b", key=key)) == f"b/{key}"
 
 
 def test_bucket_key_version() -> None:

@@ -6,6 +6,7 @@ semantics; the e2e tests run the same templates in LocalStack's API Gateway.
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from typing import Any
@@ -50,13 +51,18 @@ class Util:
             return ""
         return json.dumps(str(value))[1:-1].replace("'", "\\'")
 
+    @staticmethod
+    def base64Encode(value: Any) -> str:
+        """As AWS: standard base64 (with '+', '/' and '=') of the string's UTF-8 bytes."""
+        return base64.b64encode(str(value).encode("utf-8")).decode()
+
 
 def render(
-    template: str, body: str = "", headers: dict[str, str] | None = None, request_time_ms: int = 0
+    template: str, body: str = "", headers: dict[str, str] | None = None, request_id: str = "r"
 ) -> tuple[str, dict[str, Any]]:
     """(rendered text, $context.responseOverride)."""
     context: dict[str, Any] = {
-        "requestTimeEpoch": request_time_ms,
+        "requestId": request_id,
         "responseOverride": {"status": 0, "header": {}},
         "error": {"validationErrorString": ""},
     }
