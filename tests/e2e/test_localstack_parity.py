@@ -85,7 +85,8 @@ def test_step_functions_takes_names_aws_takes(machine: str) -> None:
 
 @pytest.fixture(scope="module")
 def bucket_events() -> Iterator[tuple[str, str, str]]:
-    """A bucket sending both S3 event forms to queues: (bucket, notification queue, EventBridge queue)."""
+    """A bucket sending both S3 event forms to queues:
+    (bucket, notification queue, EventBridge queue)."""
     s3, sqs, events = client("s3"), client("sqs"), client("events")
     tag = new_tag()
     bucket, rule = f"parity-{tag}", f"parity-{tag}"
@@ -120,9 +121,7 @@ def bucket_events() -> Iterator[tuple[str, str, str]]:
     )
     events.put_rule(
         Name=rule,
-        EventPattern=json.dumps(
-            {"source": ["aws.s3"], "detail": {"bucket": {"name": [bucket]}}}
-        ),
+        EventPattern=json.dumps({"source": ["aws.s3"], "detail": {"bucket": {"name": [bucket]}}}),
     )
     events.put_targets(Rule=rule, Targets=[{"Id": "queue", "Arn": queues["eventbridge"][1]}])
     try:
