@@ -4,8 +4,9 @@
   deployed beside it from the same asset, fed the same S3 events, every event delivered
   twice, by synchronous invokes from a few threads (so twins often arrive together):
   deliveries/s, deliveries the lock turned away to be redelivered, and the cold invoke.
-- scheduler: 200 messages registered through the API, all due in the same second:
-  lateness (fire time - publishTime) p50 / p99 / max.
+- scheduler_idle: 20 messages at whole and fractional times, 1.25 s apart, on an idle
+  stack; scheduler: 200 messages registered through the API, all due in the same second.
+  Lateness (the target's clock at the fire - publishTime) min / p50 / p99 / max.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from deploy.clients import (
     fire_records,
     http,
     invoke_raw,
+    lateness,
     new_tag,
     scheduler_live,
 )
@@ -193,19 +195,93 @@ def bench_scheduler(stack: dict[str, Any], messages: int = 200) -> dict[str, Any
         lambda: len(f := fire_records(table, ids)) == messages and f, timeout=600, interval=3
     )
     records = list(found.values())
-    late = sorted(r["fired_at"] - publish for r in records)
     return {
         "messages": messages,
         "fired_once": sum(r["fires"] == 1 for r in records),
         "repeats_suppressed": sum(int(r["repeats"]) for r in records),
-        "lateness_s": {
-            "min": late[0],
-            "p50": late[len(late) // 2],
-            "p99": late[int(len(late) * 0.99) - 1],
-            "max": late[-1],
-        },
+        "lateness_s": lateness(records),
     }
 
 
+WAIT_ONLY = "BENCH-WAIT-ONLY"  # status of the alternative's messages: no stream, no sweep
+
+
+def wait_only_machine(out: dict[str, Any], tag: str) -> tuple[str, list[Any]]:
+    """The alternative: the same waiting machine without the clock function, firing by a
+    whole-second Wait past publishTime (its own fallback path), claiming messages of
+    status WAIT_ONLY so neither the stream nor the sweep touches them."""
+    sfn = client("stepfunctions")
+    ours = sfn.describe_state_machine(stateMachineArn=out["stateMachineArn"])
+    definition = json.loads(ours["definition"])
+    states = definition["States"]
+    states["Claim"]["Next"] = "Late"
+    states["Claim"]["Parameters"]["ExpressionAttributeValues"][":expected"] = {"S": WAIT_ONLY}
+    del states["OnTheDot"]
+    arn = sfn.create_state_machine(
+        name=f"bench-wait-only-{tag}", definition=json.dumps(definition), roleArn=ours["roleArn"]
+    )["stateMachineArn"]
+    return arn, [lambda: sfn.delete_state_machine(stateMachineArn=arn)]
+
+
+def bench_scheduler_idle(stack: dict[str, Any], messages: int = 20) -> dict[str, Any]:
+    """Messages one at a time on an idle stack, at whole and fractional times, through our
+    waiting machine (registered by the API) and, interleaved, through the whole-second
+    Wait alone (started directly with the same input): the lateness of each design."""
+    from handlers.scheduler import execution_input
+
+    out = stack["scheduler"]
+    scheduler_live(out)
+    tag = new_tag()
+    alternative, undo = wait_only_machine(out, tag)
+    try:
+        headers = {"x-api-key": out["apiKey"]}
+        first = float(int(time.time()) + 8)
+        ids: dict[str, list[str]] = {"ours": [], "wait_only": []}
+        ddb, sfn = client("dynamodb"), client("stepfunctions")
+        target = ddb.get_item(TableName=out["table"], Key={"pk": {"S": "INVOKER#demo"}})["Item"]
+        for i in range(messages):
+            publish = first + i * 1.25  # fractions .0, .25, .5, .75
+            body = {"publishTime": publish, "channel": "demo", "parameters": {"i": i}}
+            status, answer = http("POST", out["url"], body, headers)
+            assert status == 201, answer
+            ids["ours"].append(answer["id"])
+            other = f"{tag}-{i}"
+            item = {
+                "pk": {"S": f"MESSAGE#{other}"},
+                "id": {"S": other},
+                "status": {"S": WAIT_ONLY},
+                "publish_at": {"N": f"{publish + 0.625:.3f}"},  # .625, .875, .125, .375
+                "channel": {"S": "demo"},
+                "target_arn": target["target_arn"],
+                "parameters": {"S": json.dumps({"i": i})},
+            }
+            ddb.put_item(TableName=out["table"], Item=item)
+            sfn.start_execution(
+                stateMachineArn=alternative, name=other, input=json.dumps(execution_input(item))
+            )
+            ids["wait_only"].append(other)
+        table = out["firesTables"]["demo"]
+        result: dict[str, Any] = {"messages": messages}
+        for design, wanted in ids.items():
+            found = eventually(
+                lambda w=wanted: len(f := fire_records(table, w)) == messages and f,
+                timeout=120,
+                interval=1,
+            )
+            records = list(found.values())
+            result[design] = {
+                "fired_once": sum(r["fires"] == 1 for r in records),
+                "lateness_s": lateness(records),
+            }
+        return result
+    finally:
+        for step in undo:
+            step()
+
+
 def run(stack: dict[str, Any]) -> dict[str, Any]:
-    return {"starter": bench_starters(stack), "scheduler": bench_scheduler(stack)}
+    return {
+        "starter": bench_starters(stack),
+        "scheduler_idle": bench_scheduler_idle(stack),
+        "scheduler": bench_scheduler(stack),
+    }

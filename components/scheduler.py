@@ -4,7 +4,8 @@ POST /messages -> DynamoDB (RESERVED, or STANDBY when due within the window)
 sweep (EventBridge schedule) -> RESERVED due within the window -> STANDBY, and starts
     STANDBY ones due in the window that the stream never started (same name: no duplicate)
 stream (filtered to STANDBY) -> starter -> execution named by the message id:
-    Wait until publishTime -> Claim (STANDBY -> FIRING) -> the channel's Lambda
+    Wait until a whole second just before publishTime -> Claim (STANDBY -> FIRING)
+    -> the clock function returns at publishTime -> the channel's Lambda
     -> DONE, or FAILED with the error
 """
 
@@ -21,10 +22,20 @@ from components.functions import allow, dead_letter_queue, handler_function, inv
 from components.rest_api import api_key
 from components.resumable_asl import CONDITION_FAILED, DYNAMODB_RETRY
 from components.state_machines import executions_of, state_machine
-from handlers.scheduler import STATUS_INDEX
+from handlers.scheduler import LEAD_SECONDS, STATUS_INDEX
+
+# The clock function sleeps the lead plus the second a Wait may end early; the rest is room
+# for its cold start and a slow host.
+CLOCK_TIMEOUT_SECONDS = LEAD_SECONDS + 8
 
 
-def waiting_definition(table_name: str) -> dict[str, Any]:
+def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
+    """Wait -> Claim -> OnTheDot -> Fire -> MarkDone. The Wait counts whole seconds, so it
+    ends at `wakeAt`, a whole second `LEAD_SECONDS` or more before publishTime; the Claim
+    and the clock function's cold start fall in that lead, and the clock function
+    (`handlers.scheduler_clock`, ARN `clock_arn`) returns at publishTime by its own clock.
+    Should it fail, a second Wait until `lateAt` (a whole second after publishTime) stands
+    in: later, never early, never lost."""
     key = {"pk": {"S.$": "States.Format('MESSAGE#{}', $.id)"}}
 
     def set_status(new: str, expected: str, extra: str = "", values: dict | None = None) -> dict:
@@ -48,34 +59,39 @@ def waiting_definition(table_name: str) -> dict[str, Any]:
         }
 
     return {
-        "Comment": "One scheduled message: wait, claim, fire once (components/scheduler.py)",
+        "Comment": "One scheduled message: wait, claim, fire once on time (components/scheduler)",
         "StartAt": "Wait",
         "States": {
-            "Wait": {"Type": "Wait", "TimestampPath": "$.publishAt", "Next": "OnTime"},
-            # Never early, whatever the engine's rounding of Wait: re-check the clock.
-            # A string comparison, not Timestamp*: EnteredTime carries a fraction and a
-            # zone in an engine's own spelling ("...:01.250Z" on AWS, "...:01.250000+00:00"
-            # on LocalStack, whose Timestamp operators then never match). Both sort at or
-            # after `notBefore` ("...:01", the publish second) exactly when on time.
-            "OnTime": {
-                "Type": "Choice",
-                "Choices": [
-                    {
-                        "Variable": "$$.State.EnteredTime",
-                        "StringLessThanPath": "$.notBefore",
-                        "Next": "WaitASecond",
-                    }
-                ],
-                "Default": "Claim",
-            },
-            "WaitASecond": {"Type": "Wait", "Seconds": 1, "Next": "OnTime"},
+            "Wait": {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Claim"},
             "Claim": {
                 **set_status("FIRING", "STANDBY"),
                 "Catch": [
                     {"ErrorEquals": [CONDITION_FAILED], "ResultPath": None, "Next": "NotFired"}
                 ],
+                "Next": "OnTheDot",
+            },
+            "OnTheDot": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {
+                    "FunctionName": clock_arn,
+                    "Payload": {"publishTime.$": "$.publishTime"},
+                },
+                "ResultPath": None,
+                "Retry": [
+                    # Only if the Wait woke further ahead than one invocation can sleep.
+                    {
+                        "ErrorEquals": ["NotYet"],
+                        "IntervalSeconds": 1,
+                        "MaxAttempts": 99,
+                        "BackoffRate": 1,
+                    }
+                ],
+                # Any other failure (a throttle, an outage): fire by the Wait instead.
+                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Late"}],
                 "Next": "Fire",
             },
+            "Late": {"Type": "Wait", "TimestampPath": "$.lateAt", "Next": "Fire"},
             "Fire": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::lambda:invoke",
@@ -169,6 +185,7 @@ class Scheduler(pulumi.ComponentResource):
     dlq: aws.sqs.Queue
     sweep_function: aws.lambda_.Function
     starter_function: aws.lambda_.Function
+    clock_function: aws.lambda_.Function
 
     def __init__(
         self, name: str, args: SchedulerArgs, opts: pulumi.ResourceOptions | None = None
@@ -216,13 +233,25 @@ class Scheduler(pulumi.ComponentResource):
                 ),
                 opts=child,
             )
+        # Returns at a message's publish time: needs no AWS permission of its own.
+        self.clock_function = handler_function(
+            f"{name}-clock",
+            handler="handlers.scheduler_clock.handler",
+            statements=[],
+            environment={},
+            timeout=CLOCK_TIMEOUT_SECONDS,
+            memory_size=128,
+            parent=self,
+        ).function
         self.state_machine = state_machine(
             f"{name}-waiter",
-            self.table.name.apply(lambda t: json.dumps(waiting_definition(t))),
+            pulumi.Output.all(self.table.name, self.clock_function.arn).apply(
+                lambda args: json.dumps(waiting_definition(*args))
+            ),
             self,
             [
                 allow(["dynamodb:UpdateItem"], [self.table.arn]),
-                allow(["lambda:InvokeFunction"], list(targets.values())),
+                allow(["lambda:InvokeFunction"], [*targets.values(), self.clock_function.arn]),
             ],
         )
         environment = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import math
 import os
 import time
 import uuid
@@ -193,6 +194,16 @@ def fire_records(table: str, ids: Iterable[str]) -> dict[str, dict[str, float]]:
         for item in page["Items"]
         if item["pk"]["S"] in wanted
     }
+
+
+def lateness(records: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Seconds from publishTime to the target's own clock at the fire: min, p50, p99 and
+    max (nearest rank: with fewer than 100 messages p99 is the max)."""
+    late = sorted(r["fired_at"] - r["publish_time"] for r in records)
+    if not late:
+        return {}
+    rank = max(0, math.ceil(len(late) * 0.99) - 1)
+    return {"min": late[0], "p50": late[len(late) // 2], "p99": late[rank], "max": late[-1]}
 
 
 @contextlib.contextmanager

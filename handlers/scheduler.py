@@ -6,7 +6,7 @@ a conditional write on the expected current status:
 
     RESERVED --sweep--> STANDBY --stream starter--> execution `<id>` Waits
                         (or the next sweep, should the stream never start it)
-    STANDBY --state machine Claim--> FIRING --> DONE | FAILED
+    STANDBY --state machine Claim, LEAD_SECONDS before publishTime--> FIRING --> DONE | FAILED
     RESERVED | STANDBY --DELETE--> CANCELLED   (a started Wait is stopped too)
 
 The starter names each execution by the message id, so a redelivered stream record
@@ -36,6 +36,9 @@ STATUS_INDEX = "by-status"
 PAST_TOLERANCE_SECONDS = 5
 MAX_PARAMETERS_BYTES = 32 * 1024
 MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
+# The waiting execution wakes this many whole seconds early to claim the message and let
+# the clock function start (cold) before the instant; cancels are refused from then on.
+LEAD_SECONDS = 2
 
 RESERVED, STANDBY, FIRING, DONE, FAILED, CANCELLED = (
     "RESERVED",
@@ -274,20 +277,25 @@ def sweep_handler(event: Any, context: Any) -> dict[str, int]:
 
 # -- the stream starter: one execution per STANDBY message, named by its id ---------------
 def execution_input(image: dict[str, Any]) -> dict[str, Any]:
-    """The waiting execution's input. `publishAt` is rounded up to the whole second:
-    Wait states count whole seconds (LocalStack drops the fraction), and a message must
-    never fire before its time. `notBefore` is the same second without a zone, for the
-    clock check after the Wait (see `components.scheduler.waiting_definition`)."""
+    """The waiting execution's input. Wait states count whole seconds (AWS truncates a
+    timestamp's fraction, LocalStack also ends up to a second early), so the Wait ends
+    at `wakeAt`, a whole second at least `LEAD_SECONDS` before the publish time, and the
+    clock function sleeps out the rest (`components.scheduler.waiting_definition`).
+    `lateAt`, a whole second after it, is when the fallback Wait fires should the clock
+    function fail: late, never early, even ending a second early."""
     publish_at = float(image["publish_at"]["N"])
-    wake = dt.datetime.fromtimestamp(math.ceil(publish_at), dt.UTC)
+
+    def second(epoch: int) -> str:
+        return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
     return {
         "id": image["id"]["S"],
         "channel": image["channel"]["S"],
         "targetArn": image["target_arn"]["S"],
         "parameters": json.loads(image["parameters"]["S"]),
         "publishTime": publish_at,
-        "publishAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "notBefore": wake.strftime("%Y-%m-%dT%H:%M:%S"),
+        "wakeAt": second(math.floor(publish_at) - LEAD_SECONDS),
+        "lateAt": second(math.ceil(publish_at) + 1),
     }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -18,9 +19,11 @@ from deploy.clients import (
     fire_records,
     http,
     invoke,
+    lateness,
     new_tag,
     steady,
 )
+from handlers import scheduler as scheduler_handlers
 
 LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
 
@@ -52,9 +55,9 @@ def test_a_message_fires_once_at_its_time(scheduler: dict[str, Any]) -> None:
     )
     assert (status, created["status"]) == (201, "STANDBY")
     record = eventually(lambda: fired(scheduler, created["id"]), timeout=LEAD + 20)
-    lateness = record["fired_at"] - publish
-    # never early (LocalStack's Wait ends up to 1 s early; the OnTime check holds it back)
-    assert 0 <= lateness < 3, f"fired {lateness:.3f}s after its time"
+    late = record["fired_at"] - publish  # by the target's own clock
+    # never early (a Wait may end a second early: the clock function holds it back)
+    assert 0 <= late < 1.5, f"fired {late:.3f}s after its time"
     assert steady(lambda: fired(scheduler, created["id"])["fires"], seconds=2) == 1
     assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE")
 
@@ -100,7 +103,9 @@ def test_a_redelivered_stream_record_starts_nothing_new(
 
 
 def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
-    status, created = post(scheduler, {"publishTime": time.time() + LEAD, "channel": "demo"})
+    # a cancel must come before the claim, LEAD_SECONDS (and up to a Wait's second) ahead
+    ahead = LEAD + scheduler_handlers.LEAD_SECONDS + 1
+    status, created = post(scheduler, {"publishTime": time.time() + ahead, "channel": "demo"})
     [execution] = eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
     status, cancelled = http(
         "DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]}
@@ -112,7 +117,7 @@ def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
             sfn.describe_execution(executionArn=execution["executionArn"])["status"] != "RUNNING"
         )
     )
-    time.sleep(LEAD)
+    time.sleep(ahead)
     assert fired(scheduler, created["id"]) is None
     # a second cancel is harmless; cancelling a fired message is a conflict
     assert (
@@ -182,12 +187,34 @@ def test_a_burst_of_messages_due_together_all_fire_exactly_once(scheduler: dict[
         lambda: len(found := fire_records(table, ids)) == BURST and found, timeout=240, interval=3
     )
     assert [r["fires"] for r in records.values()] == [1] * BURST
-    lateness = sorted(r["fired_at"] - r["publish_time"] for r in records.values())
-    p50, p99 = lateness[len(lateness) // 2], lateness[int(len(lateness) * 0.99) - 1]
+    late = lateness(records.values())
     repeats = sum(r["repeats"] for r in records.values())  # retried invokes suppressed
-    print(json.dumps({"messages": BURST, "p50": p50, "p99": p99, "repeats": repeats}))
-    assert lateness[0] >= 0, "a message fired before its time"
-    assert lateness[-1] < 120  # measured here: see benchmarks/README.md
+    print(json.dumps({"messages": BURST, **late, "repeats": repeats}))
+    assert late["min"] >= 0, "a message fired before its time"
+    assert late["max"] < 120  # measured here: see benchmarks/README.md
+
+
+def test_idle_messages_at_whole_and_fractional_times_fire_on_the_dot(
+    scheduler: dict[str, Any],
+) -> None:
+    # Ten messages a third of a second apart from a whole second: whole, .33 and .67.
+    publish = math.ceil(time.time()) + LEAD + scheduler_handlers.LEAD_SECONDS
+    ids = []
+    for i in range(10):
+        status, created = post(
+            scheduler, {"publishTime": publish + i / 3, "channel": "demo", "parameters": {"i": i}}
+        )
+        assert status == 201
+        ids.append(created["id"])
+    table = scheduler["firesTables"]["demo"]
+    records = eventually(lambda: len(found := fire_records(table, ids)) == 10 and found, 40)
+    assert [r["fires"] for r in records.values()] == [1] * 10
+    late = lateness(records.values())
+    print(json.dumps({"idle": 10, **late}))
+    assert late["min"] >= 0, "a message fired before its time"
+    # the goal is p99 < 0.5 s on an idle stack (the main job's table shows it); a test on a
+    # shared 2-core machine allows a second
+    assert late["max"] < 1.0, late
 
 
 def test_the_sweep_moves_due_reserved_messages_to_standby_and_they_start(

@@ -194,39 +194,77 @@ IMAGE = {
 }
 
 
-def test_the_wait_never_ends_before_the_publish_time() -> None:
-    given = scheduler.execution_input(IMAGE)
-    assert given["publishAt"] == "2027-01-15T08:00:01Z"
-    assert given["notBefore"] == "2027-01-15T08:00:01"
-
-
-def test_the_waiting_state_machine_rechecks_the_clock_before_claiming() -> None:
-    from components.scheduler import waiting_definition
-
-    states = waiting_definition("t")["States"]
-    assert states["Wait"]["Next"] == "OnTime"
-    [rule] = states["OnTime"]["Choices"]
-    assert rule["Variable"] == "$$.State.EnteredTime"
-    assert rule["StringLessThanPath"] == "$.notBefore"
-    assert states["OnTime"]["Default"] == "Claim"
-
-
 @pytest.mark.parametrize(
-    ("entered", "early"),
+    ("publish_at", "wake", "late"),
     [
-        ("2027-01-15T08:00:00.999Z", True),  # AWS spelling
-        ("2027-01-15T08:00:00.999999+00:00", True),  # LocalStack spelling
-        ("2027-01-15T08:00:01Z", False),
-        ("2027-01-15T08:00:01.000Z", False),
-        ("2027-01-15T08:00:01+00:00", False),
-        ("2027-01-15T08:00:01.000001+00:00", False),
-        ("2027-01-15T08:00:02.5Z", False),
+        ("1800000000.250", "2027-01-15T07:59:58Z", "2027-01-15T08:00:02Z"),
+        ("1800000000.000", "2027-01-15T07:59:58Z", "2027-01-15T08:00:01Z"),
+        ("1800000000.999", "2027-01-15T07:59:58Z", "2027-01-15T08:00:02Z"),
     ],
 )
-def test_the_clock_check_holds_back_exactly_the_early_entries(entered: str, early: bool) -> None:
+def test_the_wait_wakes_a_lead_ahead_and_the_fallback_is_never_early(
+    publish_at: str, wake: str, late: str
+) -> None:
+    given = scheduler.execution_input({**IMAGE, "publish_at": {"N": publish_at}})
+    assert given["publishTime"] == float(publish_at)
+    assert given["wakeAt"] == wake  # whole seconds: AWS truncates a fraction
+    # the fallback Wait ends a whole second after publishTime: on time even if it ends a
+    # second early (LocalStack)
+    assert given["lateAt"] == late
+
+
+def test_the_waiting_machine_claims_before_the_instant_and_fires_after_the_clock() -> None:
     from components.scheduler import waiting_definition
 
-    [rule] = waiting_definition("t")["States"]["OnTime"]["Choices"]
-    given = scheduler.execution_input(IMAGE)  # publish_at 08:00:00.250 -> wake at 08:00:01
-    # StringLessThanPath is a plain string comparison of EnteredTime with the input's path
-    assert (entered < given[rule["StringLessThanPath"].removeprefix("$.")]) is early
+    states = waiting_definition("t", "arn:clock")["States"]
+    assert states["Wait"] == {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Claim"}
+    assert states["Claim"]["Next"] == "OnTheDot"
+    clock = states["OnTheDot"]
+    assert clock["Parameters"] == {
+        "FunctionName": "arn:clock",
+        "Payload": {"publishTime.$": "$.publishTime"},
+    }
+    assert clock["Next"] == "Fire"
+    [not_yet] = clock["Retry"]
+    assert not_yet["ErrorEquals"] == ["NotYet"]
+    # the clock failing never loses the message: a Wait past publishTime stands in
+    assert clock["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Late"}]
+    assert states["Late"] == {"Type": "Wait", "TimestampPath": "$.lateAt", "Next": "Fire"}
+    assert states["Claim"]["Catch"][0]["Next"] == "NotFired"  # cancelled before the claim
+
+
+class Context:
+    def __init__(self, remaining_ms: int) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@pytest.mark.parametrize("ahead", [0.05, 0.3, 0.77])
+def test_the_clock_returns_at_the_publish_time_never_before(ahead: float) -> None:
+    from handlers import scheduler_clock
+
+    publish = time.time() + ahead
+    result = scheduler_clock.handler({"publishTime": publish}, Context(10_000))
+    returned = time.time()
+    assert returned >= publish
+    assert 0 <= result["late"] < 0.05
+
+
+def test_the_clock_returns_at_once_for_a_time_already_past() -> None:
+    from handlers import scheduler_clock
+
+    started = time.time()
+    result = scheduler_clock.handler({"publishTime": started - 5}, Context(10_000))
+    assert time.time() - started < 0.05
+    assert result["late"] >= 5
+
+
+def test_the_clock_refuses_to_sleep_past_its_own_timeout() -> None:
+    from handlers import scheduler_clock
+
+    started = time.time()
+    with pytest.raises(scheduler_clock.NotYet):
+        scheduler_clock.handler({"publishTime": started + 30}, Context(10_000))
+    assert time.time() - started < 0.05  # raises at once: the state machine retries
