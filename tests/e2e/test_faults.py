@@ -5,6 +5,7 @@ STORM_SIZE sets the storm (CI: 60; full size: STORM_SIZE=1000)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import time
@@ -179,6 +180,41 @@ def test_a_throttled_scheduler_target_is_retried_and_fires_once(scheduler: dict[
     assert record()["repeats"] == 0
     get = f"{out['url']}/{created['id']}"
     assert eventually(lambda: http("GET", get, None, headers)[1]["status"] == "DONE")
+
+
+def test_a_failed_clock_function_fires_by_the_fallback_wait_never_early(
+    scheduler: dict[str, Any],
+) -> None:
+    out = scheduler
+    headers = {"x-api-key": out["apiKey"]}
+    publish = math.floor(time.time()) + 8.125  # exact in binary: one spelling in every body
+    status, created = http("POST", out["url"], {"publishTime": publish, "channel": "demo"}, headers)
+    assert status == 201
+
+    def record() -> dict[str, float] | None:
+        return fire_record(out["firesTables"]["demo"], created["id"])
+
+    # GIVEN the clock function throttled: the first Invoke with this publishTime is the
+    # OnTheDot step's (the Fire step's comes after it; the stream's images say publish_at)
+    clock = ['"publishTime"', str(publish)]
+    with fault("lambda.Invoke", "TooManyRequestsException", 1, clock) as n:
+        fired = eventually(record, timeout=60, interval=0.5)
+        assert n() == 1
+    # THEN the fallback Wait fires it once, after its time, never before: by the whole
+    # second after it (lateAt), or at once if the execution started later than that (a
+    # stream record LocalStack drops is started by the next sweep, within a minute)
+    assert fired["fired_at"] >= publish
+    [execution] = executions(out["stateMachineArn"], created["id"])
+    late_at = math.ceil(publish) + 1
+    assert fired["fired_at"] < max(late_at, execution["startDate"].timestamp()) + 3, fired
+    assert steady(lambda: record()["fires"], seconds=2) == 1
+    history = client("stepfunctions").get_execution_history(
+        executionArn=execution["executionArn"], maxResults=100
+    )["events"]
+    entered = [
+        e["stateEnteredEventDetails"]["name"] for e in history if "stateEnteredEventDetails" in e
+    ]
+    assert entered[:5] == ["Wait", "Claim", "OnTheDot", "Late", "Fire"], entered
 
 
 BAD_EVENTS = [
