@@ -12,13 +12,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from handlers.errors import BadInput
+
 DEFAULT_SCHEMA = {"id": "int", "name": "str", "amount": "float"}
 MAX_INPUT_BYTES = 50 * 1024 * 1024
 _TYPES: dict[str, Callable[[str], Any]] = {"int": int, "float": float, "str": str}
-
-
-class MalformedInput(ValueError):
-    """The input can never be transformed; retrying cannot help."""
 
 
 def check_schema(schema: dict[str, str]) -> None:
@@ -30,29 +28,29 @@ def check_schema(schema: dict[str, str]) -> None:
 def transform(data: bytes, schema: dict[str, str] = DEFAULT_SCHEMA) -> bytes:
     """JSON lines, one object per CSV row, typed by `schema`; MalformedInput otherwise."""
     if len(data) > MAX_INPUT_BYTES:
-        raise MalformedInput(f"input is {len(data)} bytes; the limit is {MAX_INPUT_BYTES}")
+        raise BadInput(f"input is {len(data)} bytes; the limit is {MAX_INPUT_BYTES}")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise MalformedInput(f"input is not UTF-8: {exc}") from None
+        raise BadInput(f"input is not UTF-8: {exc}") from None
     reader = csv.DictReader(io.StringIO(text, newline=""))
     header = reader.fieldnames or []
     missing = [column for column in schema if column not in header]
     if missing:
-        raise MalformedInput(f"header {header} lacks required columns {missing}")
+        raise BadInput(f"header {header} lacks required columns {missing}")
     lines = []
     for number, row in enumerate(reader, start=2):
         if None in row or any(value is None for value in row.values()):
-            raise MalformedInput(f"line {number}: expected {len(header)} fields")
+            raise BadInput(f"line {number}: expected {len(header)} fields")
         record: dict[str, Any] = {}
         for column, kind in schema.items():
             try:
                 record[column] = _TYPES[kind](row[column])
             except ValueError:
-                raise MalformedInput(
+                raise BadInput(
                     f"line {number}: column {column!r} is not {kind}: {row[column]!r}"
                 ) from None
         lines.append(json.dumps(record, sort_keys=True))
     if not lines:
-        raise MalformedInput("input has a header but no rows")
+        raise BadInput("input has a header but no rows")
     return ("\n".join(lines) + "\n").encode()

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from handlers.errors import Retryable
 from handlers.runtime import client, log
 
 STEP_NAME = os.environ.get("STEP_NAME", "step")
 COUNTER_TABLE = os.environ.get("COUNTER_TABLE", "")
 
 
-class StepFailed(Exception):
+class StepFailed(Retryable):
     """The injected failure of a flaky step."""
 
 

@@ -23,9 +23,9 @@ import os
 import time
 from typing import Any
 
-from handlers.csv_transform import DEFAULT_SCHEMA, MalformedInput, transform
-from handlers.keys import BadEvent
-from handlers.runtime import client, dead_letter, error_code, log
+from handlers.csv_transform import DEFAULT_SCHEMA, transform
+from handlers.errors import BadInput, ClientError, Permanent, Retryable, aws_code
+from handlers.runtime import client, dead_letter, log
 from handlers.s3_events import ObjectRef, object_refs
 
 STRATEGY = os.environ.get("STRATEGY", "deterministic")
@@ -42,7 +42,7 @@ IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
 WRITTEN, DUPLICATE, REJECTED = "WRITTEN", "DUPLICATE", "REJECTED"
 
 
-class InProgress(Exception):
+class InProgress(Retryable):
     """Another invocation holds the lock on this object version: retry later."""
 
 
@@ -57,9 +57,9 @@ def produce(ref: ObjectRef) -> str:
     version = {"VersionId": ref.version_id} if ref.version_id else {}
     try:
         data = s3.get_object(Bucket=ref.bucket, Key=ref.key, **version)["Body"].read()
-    except Exception as exc:
-        if error_code(exc) in ("NoSuchKey", "NoSuchVersion"):
-            raise MalformedInput(f"s3://{ref.bucket}/{ref.key} ({ref.revision}) is gone") from exc
+    except ClientError as exc:
+        if aws_code(exc) in ("NoSuchKey", "NoSuchVersion"):
+            raise BadInput(f"s3://{ref.bucket}/{ref.key} ({ref.revision}) is gone") from exc
         raise
     body = transform(data, SCHEMA)
     key = output_key(ref)
@@ -73,10 +73,10 @@ def produce(ref: ObjectRef) -> str:
         s3.copy_object(
             Bucket=OUTPUT_BUCKET, Key=key, CopySource={"Bucket": OUTPUT_BUCKET, "Key": staging}
         )
-    except Exception as exc:
+    except ClientError as exc:
         # A concurrent run of the deterministic strategy published the same bytes and
         # removed the shared staging object first: done, if the output is there.
-        if error_code(exc) != "NoSuchKey":
+        if aws_code(exc) != "NoSuchKey":
             raise
         s3.head_object(Bucket=OUTPUT_BUCKET, Key=key)
         return key
@@ -91,8 +91,8 @@ def _crash_armed(ref: ObjectRef, staging: str) -> bool:
         return False
     try:
         client("s3").head_object(Bucket=OUTPUT_BUCKET, Key=staging)
-    except Exception as exc:
-        if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
+    except ClientError as exc:
+        if aws_code(exc) in ("404", "NoSuchKey", "NotFound"):
             return True
         raise
     return False
@@ -117,8 +117,8 @@ def record_failure(ref: ObjectRef, reason: str) -> bool:
             },
             ConditionExpression="attribute_not_exists(id)",
         )
-    except Exception as exc:
-        if error_code(exc) == "ConditionalCheckFailedException":
+    except ClientError as exc:
+        if aws_code(exc) == "ConditionalCheckFailedException":
             return False
         raise
     return True
@@ -148,10 +148,10 @@ def acquire(ref: ObjectRef, owner: str, remaining_ms: int) -> dict[str, Any] | N
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
         return None
-    except Exception as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":
             raise
-        item = exc.response.get("Item") or _table().get_item(  # type: ignore[attr-defined]
+        item = exc.response.get("Item") or _table().get_item(  # type: ignore[typeddict-item]
             TableName=CONTROL_TABLE, Key={"id": {"S": ref.identity}}, ConsistentRead=True
         ).get("Item")
     if item is None:  # expired by TTL between the two calls: try once more
@@ -176,8 +176,8 @@ def complete(ref: ObjectRef, owner: str, key: str) -> None:
                 ":output": {"S": f"s3://{OUTPUT_BUCKET}/{key}"},
             },
         )
-    except Exception as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":
             raise
         # Our lock expired and another run took over; it writes the same bytes.
         log("WARNING", "lock lost before completion", object=ref.identity)
@@ -193,8 +193,8 @@ def release(ref: ObjectRef, owner: str) -> None:
             ExpressionAttributeNames={"#s": "status", "#w": "owner"},
             ExpressionAttributeValues={":in_progress": {"S": IN_PROGRESS}, ":owner": {"S": owner}},
         )
-    except Exception as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":
             raise
 
 
@@ -263,8 +263,8 @@ def process_deterministically(ref: ObjectRef) -> dict[str, Any]:
     key = output_key(ref)
     try:
         client("s3").head_object(Bucket=OUTPUT_BUCKET, Key=key)
-    except Exception as exc:
-        if error_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+    except ClientError as exc:
+        if aws_code(exc) not in ("404", "NoSuchKey", "NotFound"):
             raise
         return {"status": WRITTEN, "output": f"s3://{OUTPUT_BUCKET}/{produce(ref)}"}
     return {"status": DUPLICATE, "output": f"s3://{OUTPUT_BUCKET}/{key}"}
@@ -275,14 +275,14 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
         raise ValueError(f"STRATEGY must be one of {STRATEGIES}, got {STRATEGY!r}")
     try:
         refs = object_refs(event)
-    except BadEvent as exc:
+    except Permanent as exc:
         dead_letter(event, str(exc))
         return {"results": [{"status": REJECTED, "reason": str(exc)}]}
     results = []
     for ref in refs:
         try:
             result = process(ref, context)
-        except (MalformedInput, BadEvent) as exc:
+        except Permanent as exc:
             reason = str(exc)
             # The FAILED record is the dedup: one DLQ message per object version.
             if record_failure(ref, reason):
@@ -293,7 +293,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
                 "WARNING",
                 "transform failed; the event will be retried",
                 object=ref.identity,
-                error=error_code(exc) or type(exc).__name__,
+                error=aws_code(exc) if isinstance(exc, ClientError) else type(exc).__name__,
                 detail=str(exc)[:300],
             )
             raise

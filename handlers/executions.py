@@ -19,8 +19,9 @@ import dataclasses
 import json
 from typing import Any
 
+from handlers.errors import ClientError, aws_code
 from handlers.names import execution_name
-from handlers.runtime import client, error_code
+from handlers.runtime import client
 
 STARTED = "STARTED"
 DUPLICATE = "DUPLICATE"
@@ -77,8 +78,8 @@ def start_once(
                 name=name,
                 input=canonical_input({**document, "attempt": attempt, "requestId": request_id}),
             )
-        except Exception as exc:
-            if error_code(exc) != "ExecutionAlreadyExists":
+        except ClientError as exc:
+            if aws_code(exc) != "ExecutionAlreadyExists":
                 raise
             if reuse_policy == REJECT_DUPLICATE:
                 return Outcome(DUPLICATE, name, arn, attempt)

@@ -18,9 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-
-class BadEvent(ValueError):
-    """The event can never yield a key; retrying it cannot help."""
+from handlers.errors import BadEvent
 
 
 def _s3(event: Any) -> tuple[str, dict[str, Any]]:

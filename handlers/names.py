@@ -16,6 +16,8 @@ from __future__ import annotations
 import hashlib
 import re
 
+from handlers.errors import BadEvent
+
 MAX_NAME = 80  # Step Functions limit
 MAX_ATTEMPT = 9999
 _SUFFIX_ROOM = len(f"-r{MAX_ATTEMPT}")
@@ -26,10 +28,6 @@ _UNSAFE_RUN = re.compile(r"[^0-9A-Za-z_-]+")
 # Suffixes our own layout uses; a verbatim key ending like this is hashed instead.
 _RESERVED = re.compile(rf"(--[0-9a-f]{{{HASH_CHARS}}}|-r\d+)$")
 HIDDEN_PREFIX = "h"
-
-
-class InvalidKey(ValueError):
-    """The key cannot name an execution (empty)."""
 
 
 def key_hash(key: str) -> str:
@@ -43,7 +41,7 @@ def readable(key: str) -> str:
 
 def name_body(key: str, hide: bool = False) -> str:
     if not key:
-        raise InvalidKey("the event key is empty")
+        raise BadEvent("the event key is empty")
     if hide:
         return f"{HIDDEN_PREFIX}--{key_hash(key)}"
     if len(key) <= MAX_BODY and _SAFE.match(key) and not _RESERVED.search(key):

@@ -48,14 +48,6 @@ def dead_letter(event: Any, reason: str, **fields: Any) -> None:
     log("ERROR", "event sent to the DLQ", reason=reason, **fields)
 
 
-def error_code(exc: BaseException) -> str:
-    """The AWS error code of a botocore ClientError, or '' for anything else."""
-    response = getattr(exc, "response", None)
-    if isinstance(response, dict):
-        return str(response.get("Error", {}).get("Code", ""))
-    return ""
-
-
 def request_id(context: Any) -> str:
     """This delivery's id: the Lambda request id (kept by Lambda's own retries), or a fresh
     one outside Lambda."""

@@ -26,8 +26,9 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+from handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from handlers.executions import Outcome, start_once
-from handlers.runtime import client, error_code, log, request_id
+from handlers.runtime import client, log, request_id
 
 TABLE = os.environ.get("TABLE", "")
 STATE_MACHINE_ARN = os.environ.get("STATE_MACHINE_ARN", "")
@@ -50,48 +51,40 @@ RESERVED, STANDBY, FIRING, DONE, FAILED, CANCELLED = (
 )
 
 
-class Invalid(ValueError):
-    """A registration that can never be accepted (a 400 with this message)."""
-
-
-class Conflict(Exception):
-    """The request contradicts the message's state (a 409 with this message)."""
-
-
 # -- validation ------------------------------------------------------------------------
 def publish_time(value: Any, now: float) -> float:
     """Epoch seconds from a number or an ISO 8601 string with a time zone."""
     if isinstance(value, bool) or value is None:
-        raise Invalid("publishTime is required: epoch seconds or ISO 8601 with a time zone")
+        raise BadEvent("publishTime is required: epoch seconds or ISO 8601 with a time zone")
     if isinstance(value, int | float):
         seconds = float(value)
     elif isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
-            raise Invalid(f"publishTime {value!r} is neither epoch seconds nor ISO 8601") from None
+            raise BadEvent(f"publishTime {value!r} is neither epoch seconds nor ISO 8601") from None
         if parsed.tzinfo is None:
-            raise Invalid(f"publishTime {value!r} has no time zone (add Z or +00:00)")
+            raise BadEvent(f"publishTime {value!r} has no time zone (add Z or +00:00)")
         seconds = parsed.timestamp()
     else:
-        raise Invalid(f"publishTime must be a number or a string, not {type(value).__name__}")
+        raise BadEvent(f"publishTime must be a number or a string, not {type(value).__name__}")
     if seconds < now - PAST_TOLERANCE_SECONDS:
-        raise Invalid(f"publishTime is {now - seconds:.0f}s in the past")
+        raise BadEvent(f"publishTime is {now - seconds:.0f}s in the past")
     if seconds > now + MAX_HORIZON_SECONDS:
-        raise Invalid("publishTime is more than 364 days ahead")
+        raise BadEvent("publishTime is more than 364 days ahead")
     return seconds
 
 
 def validate(body: Any, now: float) -> dict[str, Any]:
     if not isinstance(body, dict):
-        raise Invalid("the body must be a JSON object")
+        raise BadEvent("the body must be a JSON object")
     channel = body.get("channel")
     if not isinstance(channel, str) or not channel:
-        raise Invalid("channel is required (a string)")
+        raise BadEvent("channel is required (a string)")
     parameters = body.get("parameters", {})
     encoded = json.dumps(parameters, separators=(",", ":"), sort_keys=True)
     if len(encoded.encode()) > MAX_PARAMETERS_BYTES:
-        raise Invalid(f"parameters are over {MAX_PARAMETERS_BYTES} bytes")
+        raise BadEvent(f"parameters are over {MAX_PARAMETERS_BYTES} bytes")
     return {
         "publish_at": publish_time(body.get("publishTime"), now),
         "channel": channel,
@@ -128,7 +121,7 @@ def register(
     fields = validate(body, now)
     target = target_of(fields["channel"])
     if target is None:
-        raise Invalid(f"unknown channel {fields['channel']!r}")
+        raise BadEvent(f"unknown channel {fields['channel']!r}")
     message_id = message_id_for(idempotency_key)
     status = STANDBY if fields["publish_at"] <= now + WINDOW_SECONDS else RESERVED
     fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
@@ -145,8 +138,8 @@ def register(
     }
     try:
         _ddb().put_item(TableName=TABLE, Item=item, ConditionExpression="attribute_not_exists(pk)")
-    except Exception as exc:
-        if error_code(exc) != "ConditionalCheckFailedException":
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":
             raise
         existing = get(message_id)
         if existing is None or existing["fingerprint"] != fingerprint:
@@ -191,8 +184,8 @@ def transition(message_id: str, expected: tuple[str, ...], new: str) -> bool:
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={**values, ":new": {"S": new}},
         )
-    except Exception as exc:
-        if error_code(exc) == "ConditionalCheckFailedException":
+    except ClientError as exc:
+        if aws_code(exc) == "ConditionalCheckFailedException":
             return False
         raise
     return True
@@ -203,7 +196,7 @@ def cancel(message_id: str) -> dict[str, Any]:
     if not transition(message_id, (RESERVED, STANDBY), CANCELLED):
         message = get(message_id)
         if message is None:
-            raise KeyError(message_id)
+            raise NotFound(f"no message {message_id}")
         if message["status"] == CANCELLED:
             return message
         raise Conflict(f"message is {message['status']}; only RESERVED or STANDBY can be cancelled")
@@ -214,8 +207,8 @@ def cancel(message_id: str) -> dict[str, Any]:
     arn = execution_arn(STATE_MACHINE_ARN, execution_name(message_id))
     try:
         client("stepfunctions").stop_execution(executionArn=arn, cause="message cancelled")
-    except Exception as exc:
-        if error_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotFound"):
+    except ClientError as exc:
+        if aws_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotFound"):
             raise
     message = get(message_id)
     assert message is not None

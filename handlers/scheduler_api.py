@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from handlers import scheduler
+from handlers.errors import BadEvent, Conflict, NotFound
 from handlers.runtime import log
 
 
@@ -37,7 +38,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             try:
                 body = json.loads(event.get("body") or "")
             except json.JSONDecodeError as exc:
-                raise scheduler.Invalid(f"the body is not JSON: {exc.msg}") from None
+                raise BadEvent(f"the body is not JSON: {exc.msg}") from None
             message, created = scheduler.register(body, headers.get("idempotency-key"))
             log(
                 "INFO",
@@ -56,9 +57,9 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         if method == "DELETE" and message_id:
             return respond(200, public(scheduler.cancel(message_id)))
         return respond(405, {"message": f"{method} is not supported here"})
-    except scheduler.Invalid as exc:
-        return respond(400, {"message": str(exc)})
-    except scheduler.Conflict as exc:
+    except Conflict as exc:
         return respond(409, {"message": str(exc)})
-    except KeyError:
+    except BadEvent as exc:
+        return respond(400, {"message": str(exc)})
+    except NotFound:
         return respond(404, {"message": "no such message"})

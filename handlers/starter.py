@@ -9,10 +9,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from handlers.errors import BadEvent, ClientError, aws_code
 from handlers.executions import PERMANENT_ERRORS, start_once
-from handlers.keys import BadEvent, key_extractor
+from handlers.keys import key_extractor
 from handlers.names import key_hash
-from handlers.runtime import dead_letter, error_code, log, request_id
+from handlers.runtime import dead_letter, log, request_id
 
 STATE_MACHINE_ARN = os.environ.get("STATE_MACHINE_ARN", "")
 REUSE_POLICY = os.environ.get("REUSE_POLICY", "REJECT_DUPLICATE")
@@ -37,16 +38,17 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
             reuse_policy=REUSE_POLICY,
             hide_key=HIDE_KEY,
         )
-    except Exception as exc:
-        code = error_code(exc)
+    except ClientError as exc:
+        code = aws_code(exc)
         if code in PERMANENT_ERRORS:
             dead_letter(event, f"{code}: {exc}", event_id=event_id, **shown)
             return {"status": "REJECTED", "reason": f"{code}: {exc}"}
-        # Throttling, 5xx and unknown errors: raise so Lambda's async retry redelivers.
+        # Throttling, 5xx and unknown AWS errors: raise so Lambda's async retry redelivers
+        # (so does anything that is not an AWS error).
         log(
             "WARNING",
             "StartExecution failed; the event will be retried",
-            error=code or type(exc).__name__,
+            error=code,
             event_id=event_id,
             **shown,
         )

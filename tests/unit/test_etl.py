@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from handlers import etl, runtime
-from handlers.csv_transform import MalformedInput, transform
-from handlers.keys import BadEvent
+from handlers.csv_transform import transform
+from handlers.errors import BadEvent, BadInput
 from handlers.s3_events import object_refs
 
 CSV = b"id,name,amount\n1,alpha,2.5\n"
@@ -186,7 +186,7 @@ def test_an_eventbridge_key_is_taken_as_it_is(key: str, encoded: str) -> None:
     ],
 )
 def test_transform_rejects_malformed_csv_with_a_reason(data: bytes, message: str) -> None:
-    with pytest.raises(MalformedInput, match=message):
+    with pytest.raises(BadInput, match=message):
         transform(data)
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from handlers.keys import BadEvent, key_extractor
+from handlers.errors import BadEvent
+from handlers.keys import key_extractor
 from tests.unit.conftest import s3_event
 
 

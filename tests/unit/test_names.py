@@ -7,11 +7,11 @@ import string
 
 import pytest
 
+from handlers.errors import BadEvent
 from handlers.names import (
     HASH_CHARS,
     MAX_ATTEMPT,
     MAX_NAME,
-    InvalidKey,
     execution_name,
     is_valid_name,
     key_hash,
@@ -91,7 +91,7 @@ def test_distinct_keys_and_attempts_never_share_a_name() -> None:
 
 
 def test_an_empty_key_is_rejected() -> None:
-    with pytest.raises(InvalidKey):
+    with pytest.raises(BadEvent):
         execution_name("")
 
 

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from handlers import runtime, scheduler, scheduler_api
+from handlers.errors import BadEvent, Conflict
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
 
 NOW = 1_800_000_000.0
@@ -65,7 +66,7 @@ def table(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     ],
 )
 def test_validation_explains_every_refusal(body: object, reason: str) -> None:
-    with pytest.raises(scheduler.Invalid, match=reason):
+    with pytest.raises(BadEvent, match=reason):
         scheduler.validate(body, NOW)
 
 
@@ -84,7 +85,7 @@ def test_due_messages_go_straight_to_standby(table: str) -> None:
 
 
 def test_unknown_channels_are_refused(table: str) -> None:
-    with pytest.raises(scheduler.Invalid, match="unknown channel"):
+    with pytest.raises(BadEvent, match="unknown channel"):
         scheduler.register({"publishTime": time.time() + 5, "channel": "nope"})
 
 
@@ -93,7 +94,7 @@ def test_an_idempotency_key_registers_once(table: str) -> None:
     first, created = scheduler.register(body, "key-1")
     again, created_again = scheduler.register(body, "key-1")
     assert (created, created_again, first["id"]) == (True, False, again["id"])
-    with pytest.raises(scheduler.Conflict):
+    with pytest.raises(Conflict):
         scheduler.register({**body, "parameters": {"other": 1}}, "key-1")
 
 
@@ -109,7 +110,7 @@ def test_cancel_then_cancelling_a_fired_message_conflicts(table: str) -> None:
     assert scheduler.cancel(message["id"])["status"] == "CANCELLED"  # idempotent
     fired, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
     scheduler.transition(fired["id"], ("RESERVED",), "DONE")
-    with pytest.raises(scheduler.Conflict, match="DONE"):
+    with pytest.raises(Conflict, match="DONE"):
         scheduler.cancel(fired["id"])
 
 
@@ -183,6 +184,16 @@ def test_the_api_maps_errors_to_status_codes(table: str) -> None:
     assert call("GET", message_id="missing")["statusCode"] == 404
     assert call("DELETE", message_id=message_id)["statusCode"] == 200
     assert call("DELETE", message_id="missing")["statusCode"] == 404
+
+
+def test_a_bug_in_the_api_is_a_500_never_a_404(table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise KeyError("a bug, not a missing message")
+
+    monkeypatch.setattr(scheduler, "register", broken)
+    event = {"httpMethod": "POST", "body": "{}", "pathParameters": None, "headers": {}}
+    with pytest.raises(KeyError):  # API Gateway answers 500; the client retries
+        scheduler_api.handler(event, None)
 
 
 IMAGE = {
