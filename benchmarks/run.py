@@ -89,7 +89,7 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
         counting("stepfunctions"), counting("dynamodb")
         from handlers import starter
 
-        starter.STATE_MACHINE_ARN = machine
+        config = starter.StarterSettings(machine, "object-key", "REJECT_DUPLICATE", hide_key=False)
         os.environ["DLQ_URL"] = runtime.client("sqs").get_queue_url(QueueName="dlq")["QueueUrl"]
         from aws_lambda_powertools.utilities.idempotency import (
             DynamoDBPersistenceLayer,
@@ -113,7 +113,7 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
 
         results = {}
         for label, run in (
-            ("name_dedup", lambda e: starter.handler(e, None)),
+            ("name_dedup", lambda e: starter.start(e, None, config)),
             ("powertools_lock", lambda e: locked_start(event=e)),
         ):
             CALLS.clear()
@@ -181,7 +181,7 @@ def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
                 }
             ],
         )
-        scheduler.TABLE, scheduler.WINDOW_SECONDS = "messages", 3600
+        config = scheduler.SchedulerSettings("messages", "arn:unused", window_seconds=3600)
         ddb, now = runtime.client("dynamodb"), time.time()
         for i in range(far_future + due):
             at = now + (60 if i < due else 86400 * 30 + i)
@@ -195,7 +195,7 @@ def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
             )
         sys_stdout, sys.stdout = sys.stdout, io.StringIO()
         try:
-            result = scheduler.sweep(now)
+            result = scheduler.sweep(config, now)
         finally:
             sys.stdout = sys_stdout
     return {

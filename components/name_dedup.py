@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import pulumi
@@ -16,8 +15,10 @@ from components.functions import (
     invoke_from_rule,
 )
 from components.state_machines import executions_of, require_standard, target_state_machine
-from handlers.executions import REUSE_POLICIES
+from handlers.executions import REUSE_POLICIES, ReusePolicy
 from handlers.keys import key_extractor
+from handlers.settings import encode
+from handlers.starter import StarterSettings
 
 
 def s3_object_created_pattern(*bucket_names: pulumi.Input[str]) -> pulumi.Output[str]:
@@ -43,7 +44,7 @@ class NameDedupStarterArgs:
     state_machine_type: str = "STANDARD"
     definition: pulumi.Input[str] | dict[str, Any] | None = None
     key_strategy: str = "object-key"
-    reuse_policy: str = "REJECT_DUPLICATE"
+    reuse_policy: ReusePolicy = "REJECT_DUPLICATE"
     hide_key: bool = False
     event_bus_name: str = "default"
     log_level: str = "INFO"
@@ -92,10 +93,12 @@ class NameDedupStarter(pulumi.ComponentResource):
                 allow(["states:DescribeExecution"], [executions]),
             ],
             environment={
-                "STATE_MACHINE_ARN": self.state_machine_arn,
-                "KEY_STRATEGY": args.key_strategy,
-                "REUSE_POLICY": args.reuse_policy,
-                "HIDE_KEY": json.dumps(args.hide_key),
+                **StarterSettings.environment(
+                    state_machine_arn=self.state_machine_arn,
+                    key_strategy=args.key_strategy,
+                    reuse_policy=args.reuse_policy,
+                    hide_key=encode(args.hide_key),
+                ),
                 "DLQ_URL": self.dlq.url,
                 "LOG_LEVEL": args.log_level,
             },

@@ -22,7 +22,8 @@ from components.functions import allow, dead_letter_queue, handler_function, inv
 from components.rest_api import api_key
 from components.resumable_asl import CONDITION_FAILED, DYNAMODB_RETRY
 from components.state_machines import executions_of, state_machine
-from handlers.scheduler import LEAD_SECONDS, STATUS_INDEX
+from handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings
+from handlers.settings import encode
 
 # The clock function sleeps the lead plus the second a Wait may end early; the rest is room
 # for its cold start and a slow host.
@@ -254,11 +255,11 @@ class Scheduler(pulumi.ComponentResource):
                 allow(["lambda:InvokeFunction"], [*targets.values(), self.clock_function.arn]),
             ],
         )
-        environment = {
-            "TABLE": self.table.name,
-            "STATE_MACHINE_ARN": self.state_machine.arn,
-            "WINDOW_SECONDS": str(args.window_minutes * 60),
-        }
+        environment = SchedulerSettings.environment(
+            table=self.table.name,
+            state_machine_arn=self.state_machine.arn,
+            window_seconds=encode(args.window_minutes * 60),
+        )
         index_arn = self.table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")
         executions = executions_of(self.state_machine.arn)
         self.dlq = dead_letter_queue(name, self)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+import typing
+from typing import Any, Literal
 
 from handlers.errors import ClientError, aws_code
 from handlers.names import execution_name
@@ -25,9 +26,10 @@ from handlers.runtime import client
 
 STARTED = "STARTED"
 DUPLICATE = "DUPLICATE"
-REJECT_DUPLICATE = "REJECT_DUPLICATE"
-ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
-REUSE_POLICIES = (REJECT_DUPLICATE, ALLOW_DUPLICATE_FAILED_ONLY)
+ReusePolicy = Literal["REJECT_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY"]
+REJECT_DUPLICATE: ReusePolicy = "REJECT_DUPLICATE"
+ALLOW_DUPLICATE_FAILED_ONLY: ReusePolicy = "ALLOW_DUPLICATE_FAILED_ONLY"
+REUSE_POLICIES: tuple[ReusePolicy, ...] = typing.get_args(ReusePolicy)
 RETRYABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
 # Errors no redelivery can fix: the event goes to the DLQ instead of being retried.
 PERMANENT_ERRORS = frozenset({"InvalidName", "InvalidExecutionInput", "InvalidArn"})
@@ -59,7 +61,7 @@ def start_once(
     key: str,
     document: dict[str, Any],
     request_id: str,
-    reuse_policy: str = REJECT_DUPLICATE,
+    reuse_policy: ReusePolicy = REJECT_DUPLICATE,
     hide_key: bool = False,
     sfn: Any = None,
 ) -> Outcome:

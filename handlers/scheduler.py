@@ -16,11 +16,12 @@ means a cancel that wins the race is never fired.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
-import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,10 +30,8 @@ from typing import Any
 from handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from handlers.executions import Outcome, start_once
 from handlers.runtime import client, log, request_id
+from handlers.settings import Settings
 
-TABLE = os.environ.get("TABLE", "")
-STATE_MACHINE_ARN = os.environ.get("STATE_MACHINE_ARN", "")
-WINDOW_SECONDS = int(os.environ.get("WINDOW_SECONDS", "3600"))
 STATUS_INDEX = "by-status"
 PAST_TOLERANCE_SECONDS = 5
 MAX_PARAMETERS_BYTES = 32 * 1024
@@ -40,6 +39,21 @@ MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a ye
 # The waiting execution wakes this many whole seconds early to claim the message and let
 # the clock function start (cold) before the instant; cancels are refused from then on.
 LEAD_SECONDS = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class SchedulerSettings(Settings):
+    """Of the API, the sweep and the stream starter alike."""
+
+    table: str
+    state_machine_arn: str
+    window_seconds: int
+
+
+@functools.cache
+def settings() -> SchedulerSettings:
+    return SchedulerSettings.from_env()
+
 
 RESERVED, STANDBY, FIRING, DONE, FAILED, CANCELLED = (
     "RESERVED",
@@ -101,8 +115,9 @@ def message_key(message_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"MESSAGE#{message_id}"}}
 
 
-def target_of(channel: str) -> str | None:
-    item = _ddb().get_item(TableName=TABLE, Key={"pk": {"S": f"INVOKER#{channel}"}}).get("Item")
+def target_of(config: SchedulerSettings, channel: str) -> str | None:
+    key = {"pk": {"S": f"INVOKER#{channel}"}}
+    item = _ddb().get_item(TableName=config.table, Key=key).get("Item")
     return item["target_arn"]["S"] if item else None
 
 
@@ -114,16 +129,19 @@ def message_id_for(idempotency_key: str | None) -> str:
 
 
 def register(
-    body: Any, idempotency_key: str | None = None, now: float | None = None
+    config: SchedulerSettings,
+    body: Any,
+    idempotency_key: str | None = None,
+    now: float | None = None,
 ) -> tuple[dict, bool]:
     """(message, created): a retried registration with the same key returns the first."""
     now = time.time() if now is None else now
     fields = validate(body, now)
-    target = target_of(fields["channel"])
+    target = target_of(config, fields["channel"])
     if target is None:
         raise BadEvent(f"unknown channel {fields['channel']!r}")
     message_id = message_id_for(idempotency_key)
-    status = STANDBY if fields["publish_at"] <= now + WINDOW_SECONDS else RESERVED
+    status = STANDBY if fields["publish_at"] <= now + config.window_seconds else RESERVED
     fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     item = {
         **message_key(message_id),
@@ -137,11 +155,13 @@ def register(
         "created_at": {"N": f"{now:.3f}"},
     }
     try:
-        _ddb().put_item(TableName=TABLE, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        _ddb().put_item(
+            TableName=config.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+        )
     except ClientError as exc:
         if aws_code(exc) != "ConditionalCheckFailedException":
             raise
-        existing = get(message_id)
+        existing = get(config, message_id)
         if existing is None or existing["fingerprint"] != fingerprint:
             raise Conflict("this Idempotency-Key was used for a different message") from None
         return existing, False
@@ -163,21 +183,23 @@ def to_message(item: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def get(message_id: str) -> dict[str, Any] | None:
+def get(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
     item = (
         _ddb()
-        .get_item(TableName=TABLE, Key=message_key(message_id), ConsistentRead=True)
+        .get_item(TableName=config.table, Key=message_key(message_id), ConsistentRead=True)
         .get("Item")
     )
     return to_message(item) if item else None
 
 
-def transition(message_id: str, expected: tuple[str, ...], new: str) -> bool:
+def transition(
+    config: SchedulerSettings, message_id: str, expected: tuple[str, ...], new: str
+) -> bool:
     """Set status `new` if the status is one of `expected`; False otherwise."""
     values = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
     try:
         _ddb().update_item(
-            TableName=TABLE,
+            TableName=config.table,
             Key=message_key(message_id),
             UpdateExpression="SET #s = :new",
             ConditionExpression=f"#s IN ({', '.join(values)})",
@@ -191,10 +213,10 @@ def transition(message_id: str, expected: tuple[str, ...], new: str) -> bool:
     return True
 
 
-def cancel(message_id: str) -> dict[str, Any]:
+def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
     """Cancel a RESERVED or STANDBY message; its Wait, if started, is stopped too."""
-    if not transition(message_id, (RESERVED, STANDBY), CANCELLED):
-        message = get(message_id)
+    if not transition(config, message_id, (RESERVED, STANDBY), CANCELLED):
+        message = get(config, message_id)
         if message is None:
             raise NotFound(f"no message {message_id}")
         if message["status"] == CANCELLED:
@@ -204,25 +226,25 @@ def cancel(message_id: str) -> dict[str, Any]:
     from handlers.executions import execution_arn
     from handlers.names import execution_name
 
-    arn = execution_arn(STATE_MACHINE_ARN, execution_name(message_id))
+    arn = execution_arn(config.state_machine_arn, execution_name(message_id))
     try:
         client("stepfunctions").stop_execution(executionArn=arn, cause="message cancelled")
     except ClientError as exc:
         if aws_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotFound"):
             raise
-    message = get(message_id)
+    message = get(config, message_id)
     assert message is not None
     return message
 
 
 # -- the sweep: RESERVED messages due within the window go to STANDBY; STANDBY ones whose
 # stream record never started them (a DLQ'd batch, a mapping not yet polling) start now --
-def _due(status: str, horizon: float) -> Iterator[str]:
+def _due(config: SchedulerSettings, status: str, horizon: float) -> Iterator[str]:
     """Ids of `status` messages due by `horizon`, every page (the index bounds the read)."""
     start: dict[str, Any] | None = None
     while True:
         query: dict[str, Any] = {
-            "TableName": TABLE,
+            "TableName": config.table,
             "IndexName": STATUS_INDEX,
             "KeyConditionExpression": "#s = :status AND publish_at <= :horizon",
             "ExpressionAttributeNames": {"#s": "status"},
@@ -242,30 +264,33 @@ def _due(status: str, horizon: float) -> Iterator[str]:
             return
 
 
-def sweep(now: float | None = None, context: Any = None) -> dict[str, int]:
+def sweep(
+    config: SchedulerSettings, now: float | None = None, context: Any = None
+) -> dict[str, int]:
     """Start the STANDBY messages due in the window that have no execution yet (their
     execution is named by the id, so one already started is a cheap duplicate), then move
     the due RESERVED ones to STANDBY (the stream starts those)."""
     now = time.time() if now is None else now
-    horizon = now + WINDOW_SECONDS
+    horizon = now + config.window_seconds
     standby = restarted = 0
-    for message_id in _due(STANDBY, horizon):
+    for message_id in _due(config, STANDBY, horizon):
         standby += 1
-        item = _ddb().get_item(TableName=TABLE, Key=message_key(message_id), ConsistentRead=True)
+        key = message_key(message_id)
+        item = _ddb().get_item(TableName=config.table, Key=key, ConsistentRead=True)
         image = item.get("Item")
         if image and image["status"]["S"] == STANDBY:
-            restarted += start(image, context).status == "STARTED"
+            restarted += start(config, image, context).status == "STARTED"
     read = moved = 0
-    for message_id in _due(RESERVED, horizon):
+    for message_id in _due(config, RESERVED, horizon):
         read += 1
-        moved += transition(message_id, (RESERVED,), STANDBY)
+        moved += transition(config, message_id, (RESERVED,), STANDBY)
     result = {"read": read, "moved": moved, "standby": standby, "restarted": restarted}
-    log("INFO", "sweep", window_seconds=WINDOW_SECONDS, **result)
+    log("INFO", "sweep", window_seconds=config.window_seconds, **result)
     return result
 
 
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:
-    return sweep(context=context)
+    return sweep(settings(), context=context)
 
 
 # -- the stream starter: one execution per STANDBY message, named by its id ---------------
@@ -292,15 +317,19 @@ def execution_input(image: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def start(image: dict[str, Any], context: Any) -> Outcome:
+def start(config: SchedulerSettings, image: dict[str, Any], context: Any) -> Outcome:
     """Start a STANDBY message's execution, named by its id: once, however often asked."""
     document = execution_input(image)
-    outcome = start_once(STATE_MACHINE_ARN, document["id"], document, request_id(context))
+    outcome = start_once(config.state_machine_arn, document["id"], document, request_id(context))
     log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
     return outcome
 
 
 def stream_handler(event: Any, context: Any) -> dict[str, Any]:
+    return start_records(settings(), event, context)
+
+
+def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[str, Any]:
     """Records arrive filtered to STANDBY images. A failure raises, so the event source
     mapping retries and bisects the batch; starting again is harmless (same name)."""
     outcomes = []
@@ -308,5 +337,5 @@ def stream_handler(event: Any, context: Any) -> dict[str, Any]:
         image = record.get("dynamodb", {}).get("NewImage")
         if not image or image.get("status", {}).get("S") != STANDBY:
             continue
-        outcomes.append(start(image, context).status)
+        outcomes.append(start(config, image, context).status)
     return {"outcomes": outcomes}

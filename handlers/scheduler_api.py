@@ -30,6 +30,10 @@ def public(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return serve(event, scheduler.settings())
+
+
+def serve(event: dict[str, Any], config: scheduler.SchedulerSettings) -> dict[str, Any]:
     method = event.get("httpMethod", "")
     message_id = (event.get("pathParameters") or {}).get("id")
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
@@ -39,7 +43,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
                 body = json.loads(event.get("body") or "")
             except json.JSONDecodeError as exc:
                 raise BadEvent(f"the body is not JSON: {exc.msg}") from None
-            message, created = scheduler.register(body, headers.get("idempotency-key"))
+            message, created = scheduler.register(config, body, headers.get("idempotency-key"))
             log(
                 "INFO",
                 "registered" if created else "registration replayed",
@@ -48,14 +52,14 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
             )
             return respond(201 if created else 200, public(message))
         if method == "GET" and message_id:
-            message = scheduler.get(message_id)
+            message = scheduler.get(config, message_id)
             return (
                 respond(200, public(message))
                 if message
                 else respond(404, {"message": "no such message"})
             )
         if method == "DELETE" and message_id:
-            return respond(200, public(scheduler.cancel(message_id)))
+            return respond(200, public(scheduler.cancel(config, message_id)))
         return respond(405, {"message": f"{method} is not supported here"})
     except Conflict as exc:
         return respond(409, {"message": str(exc)})

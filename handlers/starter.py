@@ -1,42 +1,60 @@
 """Pattern 1, the name-dedup starter: EventBridge event -> StartExecution, exactly once.
 
-Configured by environment (set by components.NameDedupStarter):
-STATE_MACHINE_ARN, KEY_STRATEGY, REUSE_POLICY, HIDE_KEY, DLQ_URL, LOG_LEVEL.
+Configured by `StarterSettings` (set by components.NameDedupStarter), DLQ_URL, LOG_LEVEL.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from handlers.errors import BadEvent, ClientError, aws_code
-from handlers.executions import PERMANENT_ERRORS, start_once
+from handlers.executions import PERMANENT_ERRORS, ReusePolicy, start_once
 from handlers.keys import key_extractor
 from handlers.names import key_hash
 from handlers.runtime import dead_letter, log, request_id
+from handlers.settings import Settings
 
-STATE_MACHINE_ARN = os.environ.get("STATE_MACHINE_ARN", "")
-REUSE_POLICY = os.environ.get("REUSE_POLICY", "REJECT_DUPLICATE")
-HIDE_KEY = os.environ.get("HIDE_KEY", "false").lower() == "true"
-extract_key = key_extractor(os.environ.get("KEY_STRATEGY", "object-key"))
+
+@dataclasses.dataclass(frozen=True)
+class StarterSettings(Settings):
+    state_machine_arn: str
+    key_strategy: str  # see handlers.keys
+    reuse_policy: ReusePolicy
+    hide_key: bool
+
+    @functools.cached_property
+    def extract_key(self) -> Callable[[Any], str]:
+        return key_extractor(self.key_strategy)
+
+
+@functools.cache
+def settings() -> StarterSettings:
+    return StarterSettings.from_env()
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
+    return start(event, context, settings())
+
+
+def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     event_id = event.get("id") if isinstance(event, dict) else None
     try:
-        key = extract_key(event)
+        key = config.extract_key(event)
     except BadEvent as exc:
         dead_letter(event, str(exc), event_id=event_id)
         return {"status": "REJECTED", "reason": str(exc)}
-    shown = {"key_hash": key_hash(key)} if HIDE_KEY else {"key": key}
+    shown = {"key_hash": key_hash(key)} if config.hide_key else {"key": key}
     try:
         outcome = start_once(
-            STATE_MACHINE_ARN,
+            config.state_machine_arn,
             key,
             {"key": key, "event": event},
             request_id(context),
-            reuse_policy=REUSE_POLICY,
-            hide_key=HIDE_KEY,
+            reuse_policy=config.reuse_policy,
+            hide_key=config.hide_key,
         )
     except ClientError as exc:
         code = aws_code(exc)

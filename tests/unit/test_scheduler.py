@@ -10,13 +10,14 @@ import pytest
 
 from handlers import runtime, scheduler, scheduler_api
 from handlers.errors import BadEvent, Conflict
+from handlers.scheduler import SchedulerSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
 
 NOW = 1_800_000_000.0
 
 
 @pytest.fixture
-def table(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def config(moto: None) -> Iterator[SchedulerSettings]:
     ddb = runtime.client("dynamodb")
     ddb.create_table(
         TableName="messages",
@@ -45,10 +46,11 @@ def table(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             "target_arn": {"S": "arn:aws:lambda:us-east-1:1:function:t"},
         },
     )
-    monkeypatch.setattr(scheduler, "TABLE", "messages")
-    monkeypatch.setattr(scheduler, "WINDOW_SECONDS", 60)
-    monkeypatch.setattr(scheduler, "STATE_MACHINE_ARN", make_state_machine(WAIT_DEFINITION))
-    yield "messages"
+    yield SchedulerSettings(
+        table="messages",
+        state_machine_arn=make_state_machine(WAIT_DEFINITION),
+        window_seconds=60,
+    )
 
 
 @pytest.mark.parametrize(
@@ -78,51 +80,53 @@ def test_iso_times_and_epoch_seconds_agree() -> None:
     assert iso["publish_at"] == offset["publish_at"] == epoch["publish_at"] == NOW + 10
 
 
-def test_due_messages_go_straight_to_standby(table: str) -> None:
-    soon, _ = scheduler.register({"publishTime": time.time() + 5, "channel": "demo"})
-    later, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
+def test_due_messages_go_straight_to_standby(config: SchedulerSettings) -> None:
+    soon, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
+    later, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
     assert (soon["status"], later["status"]) == ("STANDBY", "RESERVED")
 
 
-def test_unknown_channels_are_refused(table: str) -> None:
+def test_unknown_channels_are_refused(config: SchedulerSettings) -> None:
     with pytest.raises(BadEvent, match="unknown channel"):
-        scheduler.register({"publishTime": time.time() + 5, "channel": "nope"})
+        scheduler.register(config, {"publishTime": time.time() + 5, "channel": "nope"})
 
 
-def test_an_idempotency_key_registers_once(table: str) -> None:
+def test_an_idempotency_key_registers_once(config: SchedulerSettings) -> None:
     body = {"publishTime": time.time() + 5, "channel": "demo"}
-    first, created = scheduler.register(body, "key-1")
-    again, created_again = scheduler.register(body, "key-1")
+    first, created = scheduler.register(config, body, "key-1")
+    again, created_again = scheduler.register(config, body, "key-1")
     assert (created, created_again, first["id"]) == (True, False, again["id"])
     with pytest.raises(Conflict):
-        scheduler.register({**body, "parameters": {"other": 1}}, "key-1")
+        scheduler.register(config, {**body, "parameters": {"other": 1}}, "key-1")
 
 
-def test_status_changes_are_conditional(table: str) -> None:
-    message, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
-    assert scheduler.transition(message["id"], ("RESERVED",), "STANDBY") is True
-    assert scheduler.transition(message["id"], ("RESERVED",), "STANDBY") is False  # already moved
+def test_status_changes_are_conditional(config: SchedulerSettings) -> None:
+    message, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
+    assert scheduler.transition(config, message["id"], ("RESERVED",), "STANDBY") is True
+    assert (
+        scheduler.transition(config, message["id"], ("RESERVED",), "STANDBY") is False
+    )  # already moved
 
 
-def test_cancel_then_cancelling_a_fired_message_conflicts(table: str) -> None:
-    message, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
-    assert scheduler.cancel(message["id"])["status"] == "CANCELLED"
-    assert scheduler.cancel(message["id"])["status"] == "CANCELLED"  # idempotent
-    fired, _ = scheduler.register({"publishTime": time.time() + 3600, "channel": "demo"})
-    scheduler.transition(fired["id"], ("RESERVED",), "DONE")
+def test_cancel_then_cancelling_a_fired_message_conflicts(config: SchedulerSettings) -> None:
+    message, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
+    assert scheduler.cancel(config, message["id"])["status"] == "CANCELLED"
+    assert scheduler.cancel(config, message["id"])["status"] == "CANCELLED"  # idempotent
+    fired, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
+    scheduler.transition(config, fired["id"], ("RESERVED",), "DONE")
     with pytest.raises(Conflict, match="DONE"):
-        scheduler.cancel(fired["id"])
+        scheduler.cancel(config, fired["id"])
 
 
 def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
-    table: str, monkeypatch: pytest.MonkeyPatch
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ddb = runtime.client("dynamodb")
     now = time.time()
     for i in range(2500):  # more than one 1 MB page of the index
         due = i < 1200
         ddb.put_item(
-            TableName=table,
+            TableName=config.table,
             Item={
                 "pk": {"S": f"MESSAGE#m{i}"},
                 "id": {"S": f"m{i}"},
@@ -131,42 +135,46 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
                 "pad": {"S": "x" * 800},
             },
         )
-    result = scheduler.sweep(now)
+    result = scheduler.sweep(config, now)
     assert result == {"read": 1200, "moved": 1200, "standby": 0, "restarted": 0}
     # (the stream starts the moved ones; the pad-only items here are not startable)
 
 
-def test_the_sweep_starts_standby_messages_the_stream_never_started(table: str) -> None:
+def test_the_sweep_starts_standby_messages_the_stream_never_started(
+    config: SchedulerSettings,
+) -> None:
     # GIVEN two STANDBY messages due soon: one started by the stream, one whose record was lost
-    started, _ = scheduler.register({"publishTime": time.time() + 30, "channel": "demo"})
-    lost, _ = scheduler.register({"publishTime": time.time() + 30, "channel": "demo"})
+    started, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
+    lost, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
     ddb = runtime.client("dynamodb")
-    item = ddb.get_item(TableName=table, Key=scheduler.message_key(started["id"]))["Item"]
-    scheduler.stream_handler({"Records": [{"dynamodb": {"NewImage": item}}]}, None)
+    item = ddb.get_item(TableName=config.table, Key=scheduler.message_key(started["id"]))["Item"]
+    scheduler.start_records(config, {"Records": [{"dynamodb": {"NewImage": item}}]}, None)
     # WHEN the sweep runs, twice (overlapping sweeps)
-    first, again = scheduler.sweep(), scheduler.sweep()
+    first, again = scheduler.sweep(config), scheduler.sweep(config)
     # THEN only the lost one was started, once; nothing was moved
     assert (first["standby"], first["restarted"], first["moved"]) == (2, 1, 0)
     assert (again["standby"], again["restarted"]) == (2, 0)
     sfn = runtime.client("stepfunctions")
     names = [
         e["name"]
-        for e in sfn.list_executions(stateMachineArn=scheduler.STATE_MACHINE_ARN)["executions"]
+        for e in sfn.list_executions(stateMachineArn=config.state_machine_arn)["executions"]
     ]
     assert sorted(names) == sorted([started["id"], lost["id"]])
 
 
-def test_the_stream_starter_names_executions_by_message_id(table: str) -> None:
-    message, _ = scheduler.register({"publishTime": time.time() + 5, "channel": "demo"})
+def test_the_stream_starter_names_executions_by_message_id(config: SchedulerSettings) -> None:
+    message, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
     item = runtime.client("dynamodb").get_item(
-        TableName=table, Key={"pk": {"S": f"MESSAGE#{message['id']}"}}
+        TableName=config.table, Key={"pk": {"S": f"MESSAGE#{message['id']}"}}
     )["Item"]
     record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
-    assert scheduler.stream_handler({"Records": [record]}, None) == {"outcomes": ["STARTED"]}
-    assert scheduler.stream_handler({"Records": [record]}, None) == {"outcomes": ["DUPLICATE"]}
+    assert scheduler.start_records(config, {"Records": [record]}, None) == {"outcomes": ["STARTED"]}
+    assert scheduler.start_records(config, {"Records": [record]}, None) == {
+        "outcomes": ["DUPLICATE"]
+    }
 
 
-def test_the_api_maps_errors_to_status_codes(table: str) -> None:
+def test_the_api_maps_errors_to_status_codes(config: SchedulerSettings) -> None:
     def call(method: str, body: object = None, message_id: str | None = None) -> dict:
         event = {
             "httpMethod": method,
@@ -174,7 +182,7 @@ def test_the_api_maps_errors_to_status_codes(table: str) -> None:
             "pathParameters": {"id": message_id} if message_id else None,
             "headers": {},
         }
-        return scheduler_api.handler(event, None)
+        return scheduler_api.serve(event, config)
 
     assert call("POST", "{nope")["statusCode"] == 400
     created = call("POST", {"publishTime": time.time() + 5, "channel": "demo"})
@@ -186,14 +194,16 @@ def test_the_api_maps_errors_to_status_codes(table: str) -> None:
     assert call("DELETE", message_id="missing")["statusCode"] == 404
 
 
-def test_a_bug_in_the_api_is_a_500_never_a_404(table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bug_in_the_api_is_a_500_never_a_404(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("a bug, not a missing message")
 
     monkeypatch.setattr(scheduler, "register", broken)
     event = {"httpMethod": "POST", "body": "{}", "pathParameters": None, "headers": {}}
     with pytest.raises(KeyError):  # API Gateway answers 500; the client retries
-        scheduler_api.handler(event, None)
+        scheduler_api.serve(event, config)
 
 
 IMAGE = {

@@ -1,0 +1,85 @@
+"""Handler settings: one frozen dataclass per handler, the only place its environment names live.
+
+A component sets a function's environment with `SomeSettings.environment(field=value, ...)`
+(every field, by name, checked); the handler reads it back once per cold start with
+`SomeSettings.from_env()`. A field's variable is its name in capitals. There are no
+defaults on the handler side, so the component's defaults are the only ones; a variable
+that is missing or malformed fails the cold start with its name, instead of running with
+a value nobody chose. Tests construct settings directly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import typing
+from collections.abc import Mapping
+from typing import Any, Self, TypeVar
+
+V = TypeVar("V")
+
+
+class SettingsError(RuntimeError):
+    """The function's environment does not match what its handler reads."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    @classmethod
+    def variables(cls) -> dict[str, str]:
+        """Field name -> environment variable name."""
+        return {field.name: field.name.upper() for field in dataclasses.fields(cls)}
+
+    @classmethod
+    def environment(cls, **values: V) -> dict[str, V]:
+        """The environment for these settings, every field given by name (values may be
+        Pulumi inputs; `encode` turns plain ints, bools and dicts into strings)."""
+        names = cls.variables()
+        missing, unknown = set(names) - set(values), set(values) - set(names)
+        if missing or unknown:
+            raise SettingsError(
+                f"{cls.__name__}: missing {sorted(missing)}, unknown {sorted(unknown)}"
+            )
+        return {names[name]: value for name, value in values.items()}
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
+        env = os.environ if env is None else env
+        types = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for name, variable in cls.variables().items():
+            if variable not in env:
+                raise SettingsError(
+                    f"{variable} is not set (deploy the function with its component)"
+                )
+            try:
+                values[name] = _decode(types[name], env[variable])
+            except ValueError as exc:
+                raise SettingsError(f"{variable}={env[variable]!r}: {exc}") from None
+        return cls(**values)
+
+
+def encode(value: str | int | bool | Mapping[str, Any]) -> str:
+    """A plain value as its environment string (the inverse of what `from_env` reads)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Mapping):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _decode(kind: Any, text: str) -> Any:
+    if typing.get_origin(kind) is typing.Literal:
+        if text not in typing.get_args(kind):
+            raise ValueError(f"expected one of {typing.get_args(kind)}")
+        return text
+    if kind is bool:
+        if text not in ("true", "false"):
+            raise ValueError("expected true or false")
+        return text == "true"
+    if kind is int:
+        return int(text)
+    if kind is str:
+        return text
+    return json.loads(text)  # dicts and lists
