@@ -209,6 +209,7 @@ def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
 
 def bench_etl(objects: int = 60) -> dict[str, Any]:
     from handlers import etl
+    from handlers.csv_transform import DEFAULT_SCHEMA
 
     csv = b"id,name,amount\n" + b"".join(b"%d,n%d,%d.5\n" % (i, i, i) for i in range(200))
     results = {}
@@ -221,8 +222,16 @@ def bench_etl(objects: int = 60) -> dict[str, Any]:
             s3.put_bucket_versioning(Bucket="in-b", VersioningConfiguration={"Status": "Enabled"})
             table("control")
             os.environ["DLQ_URL"] = runtime.client("sqs").create_queue(QueueName="dlq")["QueueUrl"]
-            etl.OUTPUT_BUCKET, etl.CONTROL_TABLE, etl._powertools = "out-b", "control", {}
-            etl.STRATEGY = "deterministic" if strategy == "none" else strategy
+            etl._POWERTOOLS.clear()
+            config = etl.EtlSettings(
+                strategy="deterministic" if strategy == "none" else strategy,
+                output_bucket="out-b",
+                output_prefix="out/",
+                control_table="control",
+                record_ttl_seconds=7 * 24 * 3600,
+                schema=dict(DEFAULT_SCHEMA),
+                fault_injection="",
+            )
             events = []
             for i in range(objects):
                 put = s3.put_object(Bucket="in-b", Key=f"{i}.csv", Body=csv)
@@ -255,7 +264,7 @@ def bench_etl(objects: int = 60) -> dict[str, Any]:
                             Bucket="out-b", Key=obj["key"] + ".jsonl", Body=transform(data)
                         )
                     else:
-                        etl.handler(event, None)
+                        etl.process_event(config, event, None)
             finally:
                 sys.stdout = sys_stdout
             results[strategy] = {

@@ -8,6 +8,7 @@ import pulumi_aws as aws
 from components.functions import allow, handler_function
 from components.resumable import WorkflowStep
 from components.tables import key_table
+from handlers.demo_steps import StepSettings
 
 
 class DemoSteps(pulumi.ComponentResource):
@@ -25,7 +26,9 @@ class DemoSteps(pulumi.ComponentResource):
                 f"{name}-{step}",
                 handler="handlers.demo_steps.handler",
                 statements=[allow(["dynamodb:UpdateItem"], [self.counter_table.arn])],
-                environment={"STEP_NAME": step, "COUNTER_TABLE": self.counter_table.name},
+                environment=StepSettings.environment(
+                    step_name=step, counter_table=self.counter_table.name
+                ),
                 timeout=10,
                 parent=self,
             ).function

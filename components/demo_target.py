@@ -7,6 +7,7 @@ import pulumi_aws as aws
 
 from components.functions import allow, handler_function
 from components.tables import key_table
+from handlers.demo_target import TargetSettings
 
 
 class DemoTarget(pulumi.ComponentResource):
@@ -22,7 +23,7 @@ class DemoTarget(pulumi.ComponentResource):
             name,
             handler="handlers.demo_target.handler",
             statements=[allow(["dynamodb:UpdateItem"], [self.fires_table.arn])],
-            environment={"FIRES_TABLE": self.fires_table.name},
+            environment=TargetSettings.environment(fires_table=self.fires_table.name),
             timeout=10,
             reserved_concurrency=concurrency,
             parent=self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import json
+import typing
 
 import pulumi
 import pulumi_aws as aws
@@ -18,7 +18,8 @@ from components.functions import (
 from components.name_dedup import s3_object_created_pattern
 from components.tables import key_table
 from handlers.csv_transform import DEFAULT_SCHEMA, check_schema
-from handlers.etl import STRATEGIES
+from handlers.etl import STRATEGIES, EtlSettings, FaultInjection, Strategy
+from handlers.settings import encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
 TRIGGERS = ("notification", "eventbridge")
@@ -30,7 +31,7 @@ class IdempotentEtlArgs:
     notification (default) or an EventBridge rule. `fault_injection` is a test hook
     ('crash-after-staging'); leave it empty outside test stacks."""
 
-    strategy: str = "control-record"
+    strategy: Strategy = "control-record"
     trigger: str = "notification"
     schema: dict[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SCHEMA))
     output_prefix: str = "out/"
@@ -38,7 +39,7 @@ class IdempotentEtlArgs:
     timeout: int = 60
     memory_size: int = 512
     log_level: str = "INFO"
-    fault_injection: str = ""
+    fault_injection: FaultInjection = ""
 
     def validate(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -46,7 +47,7 @@ class IdempotentEtlArgs:
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
         check_schema(self.schema)
-        if self.fault_injection not in ("", "crash-after-staging"):
+        if self.fault_injection not in typing.get_args(FaultInjection):
             raise ValueError(f"unknown fault_injection {self.fault_injection!r}")
 
 
@@ -102,15 +103,17 @@ class IdempotentEtl(pulumi.ComponentResource):
                 ),
             ],
             environment={
-                "STRATEGY": args.strategy,
-                "OUTPUT_BUCKET": self.output_bucket.bucket,
-                "OUTPUT_PREFIX": args.output_prefix,
-                "CONTROL_TABLE": self.control_table.name,
-                "RECORD_TTL_SECONDS": str(args.record_ttl_days * 24 * 3600),
-                "SCHEMA": json.dumps(args.schema),
+                **EtlSettings.environment(
+                    strategy=args.strategy,
+                    output_bucket=self.output_bucket.bucket,
+                    output_prefix=args.output_prefix,
+                    control_table=self.control_table.name,
+                    record_ttl_seconds=encode(args.record_ttl_days * 24 * 3600),
+                    schema=encode(args.schema),
+                    fault_injection=args.fault_injection,
+                ),
                 "DLQ_URL": self.dlq.url,
                 "LOG_LEVEL": args.log_level,
-                "FAULT_INJECTION": args.fault_injection,
                 "POWERTOOLS_SERVICE_NAME": name,
             },
             dead_letter_arn=self.dlq.arn,

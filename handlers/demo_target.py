@@ -1,25 +1,39 @@
 """A demo channel target for the scheduler: records its one effect per message id (time)
-in FIRES_TABLE, and counts repeat invokes (`repeats`) it suppressed;
+in its fires table, and counts repeat invokes (`repeats`) it suppressed;
 `parameters.failTimes: N` fails the first N attempts."""
 
 from __future__ import annotations
 
-import os
+import dataclasses
+import functools
 import time
 from typing import Any
 
 from handlers.runtime import client, log
+from handlers.settings import Settings
 
-FIRES_TABLE = os.environ.get("FIRES_TABLE", "")
+
+@dataclasses.dataclass(frozen=True)
+class TargetSettings(Settings):
+    fires_table: str
+
+
+@functools.cache
+def settings() -> TargetSettings:
+    return TargetSettings.from_env()
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return fire(settings(), event)
+
+
+def fire(config: TargetSettings, event: dict[str, Any]) -> dict[str, Any]:
     now = time.time()  # when the scheduler fired: lateness is measured by the target's clock
     message_id = event["id"]
     ddb = client("dynamodb")
     attempts = int(
         ddb.update_item(
-            TableName=FIRES_TABLE,
+            TableName=config.fires_table,
             Key={"pk": {"S": f"attempts#{message_id}"}},
             UpdateExpression="ADD attempts :one",
             ExpressionAttributeValues={":one": {"N": "1"}},
@@ -32,7 +46,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         # The effect is keyed by the message id, as the scheduler asks of targets: an
         # invoke retried after it ran (seen under load on LocalStack) changes nothing.
         ddb.update_item(
-            TableName=FIRES_TABLE,
+            TableName=config.fires_table,
             Key={"pk": {"S": f"fired#{message_id}"}},
             UpdateExpression="SET fires = :one, fired_at = :now, publish_time = :publish",
             ConditionExpression="attribute_not_exists(pk)",
@@ -44,7 +58,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         )
     except ddb.exceptions.ConditionalCheckFailedException:
         ddb.update_item(
-            TableName=FIRES_TABLE,
+            TableName=config.fires_table,
             Key={"pk": {"S": f"fired#{message_id}"}},
             UpdateExpression="ADD repeats :one",
             ExpressionAttributeValues={":one": {"N": "1"}},

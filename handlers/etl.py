@@ -4,7 +4,7 @@ Every strategy transforms the exact object version named by the event, builds th
 whole output in memory, stages it, then publishes it under a key derived from the
 input (`<prefix><key>.<version or ETag>.jsonl`) with one atomic CopyObject. So a
 crash leaves at most a staging object, which the retry overwrites and removes.
-Strategies (env STRATEGY):
+Strategies (env config.strategy):
 - deterministic: no table; a redelivery finds the output under its derived key and
   stops there, and a concurrent duplicate rewrites the same bytes under the same key.
 - control-record: a DynamoDB record per object version, IN_PROGRESS (a lock that
@@ -18,25 +18,40 @@ reason and one DLQ message however often it is delivered; it is never half-writt
 
 from __future__ import annotations
 
-import json
+import dataclasses
+import functools
 import os
 import time
-from typing import Any
+import typing
+from typing import Any, Literal
 
-from handlers.csv_transform import DEFAULT_SCHEMA, transform
+from handlers.csv_transform import transform
 from handlers.errors import BadInput, ClientError, Permanent, Retryable, aws_code
 from handlers.runtime import client, dead_letter, log
 from handlers.s3_events import ObjectRef, object_refs
+from handlers.settings import Settings
 
-STRATEGY = os.environ.get("STRATEGY", "deterministic")
-STRATEGIES = ("deterministic", "control-record", "powertools")
-OUTPUT_BUCKET = os.environ.get("OUTPUT_BUCKET", "")
-OUTPUT_PREFIX = os.environ.get("OUTPUT_PREFIX", "out/")
+Strategy = Literal["deterministic", "control-record", "powertools"]
+STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
+FaultInjection = Literal["", "crash-after-staging"]
 STAGING_PREFIX = "_staging/"
-CONTROL_TABLE = os.environ.get("CONTROL_TABLE", "")
-RECORD_TTL_SECONDS = int(os.environ.get("RECORD_TTL_SECONDS", str(7 * 24 * 3600)))
-SCHEMA: dict[str, str] = json.loads(os.environ.get("SCHEMA", "null")) or DEFAULT_SCHEMA
-FAULT_INJECTION = os.environ.get("FAULT_INJECTION", "")
+
+
+@dataclasses.dataclass(frozen=True)
+class EtlSettings(Settings):
+    strategy: Strategy
+    output_bucket: str
+    output_prefix: str
+    control_table: str
+    record_ttl_seconds: int
+    schema: dict[str, str]  # see handlers.csv_transform
+    fault_injection: FaultInjection  # a test hook: "" on every real stack
+
+
+@functools.cache
+def settings() -> EtlSettings:
+    return EtlSettings.from_env()
+
 
 IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
 WRITTEN, DUPLICATE, REJECTED = "WRITTEN", "DUPLICATE", "REJECTED"
@@ -46,12 +61,12 @@ class InProgress(Retryable):
     """Another invocation holds the lock on this object version: retry later."""
 
 
-def output_key(ref: ObjectRef) -> str:
-    return f"{OUTPUT_PREFIX}{ref.key}.{ref.revision}.jsonl"
+def output_key(config: EtlSettings, ref: ObjectRef) -> str:
+    return f"{config.output_prefix}{ref.key}.{ref.revision}.jsonl"
 
 
 # -- the work itself ------------------------------------------------------------------
-def produce(ref: ObjectRef) -> str:
+def produce(config: EtlSettings, ref: ObjectRef) -> str:
     """Read exactly this version, transform, stage, publish atomically; the output key."""
     s3 = client("s3")
     version = {"VersionId": ref.version_id} if ref.version_id else {}
@@ -61,36 +76,40 @@ def produce(ref: ObjectRef) -> str:
         if aws_code(exc) in ("NoSuchKey", "NoSuchVersion"):
             raise BadInput(f"s3://{ref.bucket}/{ref.key} ({ref.revision}) is gone") from exc
         raise
-    body = transform(data, SCHEMA)
-    key = output_key(ref)
+    body = transform(data, config.schema)
+    key = output_key(config, ref)
     staging = STAGING_PREFIX + key
-    crash = _crash_armed(ref, staging)
-    s3.put_object(Bucket=OUTPUT_BUCKET, Key=staging, Body=body, ContentType="application/x-ndjson")
+    crash = _crash_armed(config, ref, staging)
+    s3.put_object(
+        Bucket=config.output_bucket, Key=staging, Body=body, ContentType="application/x-ndjson"
+    )
     if crash:
         log("ERROR", "fault injection: crashing after staging", staging=staging)
         os._exit(137)  # as if the sandbox were killed: no cleanup, no error report
     try:
         s3.copy_object(
-            Bucket=OUTPUT_BUCKET, Key=key, CopySource={"Bucket": OUTPUT_BUCKET, "Key": staging}
+            Bucket=config.output_bucket,
+            Key=key,
+            CopySource={"Bucket": config.output_bucket, "Key": staging},
         )
     except ClientError as exc:
         # A concurrent run of the deterministic strategy published the same bytes and
         # removed the shared staging object first: done, if the output is there.
         if aws_code(exc) != "NoSuchKey":
             raise
-        s3.head_object(Bucket=OUTPUT_BUCKET, Key=key)
+        s3.head_object(Bucket=config.output_bucket, Key=key)
         return key
-    s3.delete_object(Bucket=OUTPUT_BUCKET, Key=staging)
+    s3.delete_object(Bucket=config.output_bucket, Key=staging)
     return key
 
 
-def _crash_armed(ref: ObjectRef, staging: str) -> bool:
-    """Test hook (env FAULT_INJECTION=crash-after-staging, never set on AWS stacks):
+def _crash_armed(config: EtlSettings, ref: ObjectRef, staging: str) -> bool:
+    """Test hook (env config.fault_injection=crash-after-staging, never set on AWS stacks):
     crash once for keys containing 'crash-once', i.e. when no earlier run staged."""
-    if FAULT_INJECTION != "crash-after-staging" or "crash-once" not in ref.key:
+    if config.fault_injection != "crash-after-staging" or "crash-once" not in ref.key:
         return False
     try:
-        client("s3").head_object(Bucket=OUTPUT_BUCKET, Key=staging)
+        client("s3").head_object(Bucket=config.output_bucket, Key=staging)
     except ClientError as exc:
         if aws_code(exc) in ("404", "NoSuchKey", "NotFound"):
             return True
@@ -103,17 +122,17 @@ def _table() -> Any:
     return client("dynamodb")
 
 
-def record_failure(ref: ObjectRef, reason: str) -> bool:
+def record_failure(config: EtlSettings, ref: ObjectRef, reason: str) -> bool:
     """A FAILED record with the reason; False when this version already has one."""
     now = int(time.time())
     try:
         _table().put_item(
-            TableName=CONTROL_TABLE,
+            TableName=config.control_table,
             Item={
                 "id": {"S": f"failed#{ref.identity}"},
                 "status": {"S": FAILED},
                 "reason": {"S": reason[:1000]},
-                "expiration": {"N": str(now + RECORD_TTL_SECONDS)},
+                "expiration": {"N": str(now + config.record_ttl_seconds)},
             },
             ConditionExpression="attribute_not_exists(id)",
         )
@@ -124,18 +143,20 @@ def record_failure(ref: ObjectRef, reason: str) -> bool:
     return True
 
 
-def acquire(ref: ObjectRef, owner: str, remaining_ms: int) -> dict[str, Any] | None:
+def acquire(
+    config: EtlSettings, ref: ObjectRef, owner: str, remaining_ms: int
+) -> dict[str, Any] | None:
     """Take the lock (None), or return the COMPLETE record; InProgress while it is held."""
     now = time.time()
     try:
         _table().put_item(
-            TableName=CONTROL_TABLE,
+            TableName=config.control_table,
             Item={
                 "id": {"S": ref.identity},
                 "status": {"S": IN_PROGRESS},
                 "owner": {"S": owner},
                 "lock_expires": {"N": f"{now + remaining_ms / 1000:.3f}"},
-                "expiration": {"N": str(int(now) + RECORD_TTL_SECONDS)},
+                "expiration": {"N": str(int(now) + config.record_ttl_seconds)},
             },
             ConditionExpression=(
                 "attribute_not_exists(id) OR (#s = :in_progress AND lock_expires < :now)"
@@ -152,19 +173,19 @@ def acquire(ref: ObjectRef, owner: str, remaining_ms: int) -> dict[str, Any] | N
         if aws_code(exc) != "ConditionalCheckFailedException":
             raise
         item = exc.response.get("Item") or _table().get_item(  # type: ignore[typeddict-item]
-            TableName=CONTROL_TABLE, Key={"id": {"S": ref.identity}}, ConsistentRead=True
+            TableName=config.control_table, Key={"id": {"S": ref.identity}}, ConsistentRead=True
         ).get("Item")
     if item is None:  # expired by TTL between the two calls: try once more
-        return acquire(ref, owner, remaining_ms)
+        return acquire(config, ref, owner, remaining_ms)
     if item["status"]["S"] == IN_PROGRESS:
         raise InProgress(f"{ref.identity} is being processed by {item['owner']['S']}; retry later")
     return item
 
 
-def complete(ref: ObjectRef, owner: str, key: str) -> None:
+def complete(config: EtlSettings, ref: ObjectRef, owner: str, key: str) -> None:
     try:
         _table().update_item(
-            TableName=CONTROL_TABLE,
+            TableName=config.control_table,
             Key={"id": {"S": ref.identity}},
             UpdateExpression="SET #s = :complete, #o = :output REMOVE lock_expires",
             ConditionExpression="#s = :in_progress AND #w = :owner",
@@ -173,7 +194,7 @@ def complete(ref: ObjectRef, owner: str, key: str) -> None:
                 ":complete": {"S": COMPLETE},
                 ":in_progress": {"S": IN_PROGRESS},
                 ":owner": {"S": owner},
-                ":output": {"S": f"s3://{OUTPUT_BUCKET}/{key}"},
+                ":output": {"S": f"s3://{config.output_bucket}/{key}"},
             },
         )
     except ClientError as exc:
@@ -183,11 +204,11 @@ def complete(ref: ObjectRef, owner: str, key: str) -> None:
         log("WARNING", "lock lost before completion", object=ref.identity)
 
 
-def release(ref: ObjectRef, owner: str) -> None:
+def release(config: EtlSettings, ref: ObjectRef, owner: str) -> None:
     """Drop our lock after a retryable failure so the retry need not wait for expiry."""
     try:
         _table().delete_item(
-            TableName=CONTROL_TABLE,
+            TableName=config.control_table,
             Key={"id": {"S": ref.identity}},
             ConditionExpression="#s = :in_progress AND #w = :owner",
             ExpressionAttributeNames={"#s": "status", "#w": "owner"},
@@ -198,51 +219,63 @@ def release(ref: ObjectRef, owner: str) -> None:
             raise
 
 
-def process_with_control_record(ref: ObjectRef, context: Any) -> dict[str, Any]:
+def process_with_control_record(
+    config: EtlSettings, ref: ObjectRef, context: Any
+) -> dict[str, Any]:
     owner = getattr(context, "aws_request_id", "local")
-    existing = acquire(ref, owner, _remaining_ms(context))
+    existing = acquire(config, ref, owner, _remaining_ms(context))
     if existing is not None:
         return {"status": DUPLICATE, "output": existing["output"]["S"]}
     try:
-        key = produce(ref)
+        key = produce(config, ref)
     except BaseException:
-        release(ref, owner)  # a malformed input is recorded apart, under failed#<id>
+        release(config, ref, owner)  # a malformed input is recorded apart, under failed#<id>
         raise
-    complete(ref, owner, key)
-    return {"status": WRITTEN, "output": f"s3://{OUTPUT_BUCKET}/{key}"}
+    complete(config, ref, owner, key)
+    return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}"}
 
 
 # -- Powertools ------------------------------------------------------------------------
-_powertools: dict[str, Any] = {}
+def process_with_powertools(config: EtlSettings, ref: ObjectRef, context: Any) -> dict[str, Any]:
+    idempotency, produce_once = _powertools(config)
+    if context is not None:
+        idempotency.register_lambda_context(context)
+    return produce_once(obj={**ref.as_dict(), "identity": ref.identity})  # type: ignore[no-any-return]
 
 
-def process_with_powertools(ref: ObjectRef, context: Any) -> dict[str, Any]:
-    if not _powertools:  # imported on first use only: it is the heaviest import here
+_POWERTOOLS: dict[str, tuple[Any, Any]] = {}  # by repr(settings): they hold a dict
+
+
+def _powertools(config: EtlSettings) -> tuple[Any, Any]:
+    """Powertools' idempotency config and the wrapped `produce`, built once per settings
+    on first use: it is the heaviest import here."""
+    if repr(config) not in _POWERTOOLS:
         from aws_lambda_powertools.utilities.idempotency import (
             DynamoDBPersistenceLayer,
             IdempotencyConfig,
             idempotent_function,
         )
 
-        config = IdempotencyConfig(
+        idempotency = IdempotencyConfig(
             event_key_jmespath="identity",
             payload_validation_jmespath="etag",
             raise_on_no_idempotency_key=True,
-            expires_after_seconds=RECORD_TTL_SECONDS,
+            expires_after_seconds=config.record_ttl_seconds,
         )
-        persistence = DynamoDBPersistenceLayer(table_name=CONTROL_TABLE, key_attr="id")
+        persistence = DynamoDBPersistenceLayer(table_name=config.control_table, key_attr="id")
 
         @idempotent_function(
-            data_keyword_argument="obj", config=config, persistence_store=persistence
+            data_keyword_argument="obj", config=idempotency, persistence_store=persistence
         )
         def produce_once(obj: dict[str, Any]) -> dict[str, Any]:
             ref = ObjectRef(obj["bucket"], obj["key"], obj["version_id"], obj["etag"])
-            return {"status": WRITTEN, "output": f"s3://{OUTPUT_BUCKET}/{produce(ref)}"}
+            return {
+                "status": WRITTEN,
+                "output": f"s3://{config.output_bucket}/{produce(config, ref)}",
+            }
 
-        _powertools.update(config=config, produce_once=produce_once)
-    if context is not None:
-        _powertools["config"].register_lambda_context(context)
-    return _powertools["produce_once"](obj={**ref.as_dict(), "identity": ref.identity})
+        _POWERTOOLS[repr(config)] = (idempotency, produce_once)
+    return _POWERTOOLS[repr(config)]
 
 
 def _remaining_ms(context: Any) -> int:
@@ -250,29 +283,33 @@ def _remaining_ms(context: Any) -> int:
 
 
 # -- entry point -----------------------------------------------------------------------
-def process(ref: ObjectRef, context: Any) -> dict[str, Any]:
-    if STRATEGY == "control-record":
-        return process_with_control_record(ref, context)
-    if STRATEGY == "powertools":
-        return process_with_powertools(ref, context)
-    return process_deterministically(ref)
+def process(config: EtlSettings, ref: ObjectRef, context: Any) -> dict[str, Any]:
+    if config.strategy == "control-record":
+        return process_with_control_record(config, ref, context)
+    if config.strategy == "powertools":
+        return process_with_powertools(config, ref, context)
+    return process_deterministically(config, ref)
 
 
-def process_deterministically(ref: ObjectRef) -> dict[str, Any]:
+def process_deterministically(config: EtlSettings, ref: ObjectRef) -> dict[str, Any]:
     """A redelivery finds its output already published: one HEAD, no rewrite."""
-    key = output_key(ref)
+    key = output_key(config, ref)
     try:
-        client("s3").head_object(Bucket=OUTPUT_BUCKET, Key=key)
+        client("s3").head_object(Bucket=config.output_bucket, Key=key)
     except ClientError as exc:
         if aws_code(exc) not in ("404", "NoSuchKey", "NotFound"):
             raise
-        return {"status": WRITTEN, "output": f"s3://{OUTPUT_BUCKET}/{produce(ref)}"}
-    return {"status": DUPLICATE, "output": f"s3://{OUTPUT_BUCKET}/{key}"}
+        return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{produce(config, ref)}"}
+    return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    if STRATEGY not in STRATEGIES:
-        raise ValueError(f"STRATEGY must be one of {STRATEGIES}, got {STRATEGY!r}")
+    return process_event(settings(), event, context)
+
+
+def process_event(config: EtlSettings, event: Any, context: Any) -> dict[str, Any]:
+    """Every object version the event reports, each exactly once (S3 notification or
+    EventBridge form, batches included)."""
     try:
         refs = object_refs(event)
     except Permanent as exc:
@@ -281,11 +318,11 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     results = []
     for ref in refs:
         try:
-            result = process(ref, context)
+            result = process(config, ref, context)
         except Permanent as exc:
             reason = str(exc)
             # The FAILED record is the dedup: one DLQ message per object version.
-            if record_failure(ref, reason):
+            if record_failure(config, ref, reason):
                 dead_letter(event, reason, object=ref.identity)
             result = {"status": REJECTED, "reason": reason}
         except Exception as exc:

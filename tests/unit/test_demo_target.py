@@ -10,9 +10,11 @@ from moto import mock_aws
 
 from handlers import demo_target, runtime
 
+CONFIG = demo_target.TargetSettings(fires_table="fires")
+
 
 @pytest.fixture
-def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def table() -> Iterator[str]:
     with mock_aws():
         runtime.client.cache_clear()  # clients made inside the mock
         boto3.client("dynamodb").create_table(
@@ -21,13 +23,12 @@ def table(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
-        monkeypatch.setattr(demo_target, "FIRES_TABLE", "fires")
         yield "fires"
 
 
 def test_a_repeated_invoke_keeps_one_effect_and_is_counted(table: str) -> None:
     event = {"id": "m1", "publishTime": 1.0, "parameters": {}}
-    assert "firedAt" in demo_target.handler(event, None)
-    assert demo_target.handler(event, None) == {"id": "m1", "repeat": True}
+    assert "firedAt" in demo_target.fire(CONFIG, event)
+    assert demo_target.fire(CONFIG, event) == {"id": "m1", "repeat": True}
     item = boto3.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": "fired#m1"}})
     assert (item["Item"]["fires"]["N"], item["Item"]["repeats"]["N"]) == ("1", "1")

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from handlers import etl, runtime
-from handlers.csv_transform import transform
+from handlers.csv_transform import DEFAULT_SCHEMA, transform
 from handlers.errors import BadEvent, BadInput
 from handlers.s3_events import object_refs
 
@@ -31,12 +31,22 @@ def world(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str
         BillingMode="PAY_PER_REQUEST",
     )
     queue = runtime.client("sqs").create_queue(QueueName="dlq")["QueueUrl"]
-    monkeypatch.setattr(etl, "OUTPUT_BUCKET", "out-bucket")
-    monkeypatch.setattr(etl, "CONTROL_TABLE", "control")
-    monkeypatch.setattr(etl, "_powertools", {})
+    monkeypatch.setattr(etl, "_POWERTOOLS", {})  # Powertools' wrapper holds the moto client
     monkeypatch.setenv("DLQ_URL", queue)
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "etl-test")
     yield {"queue": queue}
+
+
+def settings(strategy: str) -> etl.EtlSettings:
+    return etl.EtlSettings(
+        strategy=strategy,  # type: ignore[arg-type]
+        output_bucket="out-bucket",
+        output_prefix="out/",
+        control_table="control",
+        record_ttl_seconds=7 * 24 * 3600,
+        schema=dict(DEFAULT_SCHEMA),
+        fault_injection="",
+    )
 
 
 def context(request_id: str = "req-1", remaining_ms: int = 30_000) -> SimpleNamespace:
@@ -69,10 +79,10 @@ def records() -> list[dict]:
 def test_each_strategy_writes_one_output_however_often_it_runs(
     world: dict[str, str], strategy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(etl, "STRATEGY", strategy)
+    config = settings(strategy)
     event = notification("in/a b.csv")
     for attempt in range(3):
-        etl.handler(event, context(f"req-{attempt}"))
+        etl.process_event(config, event, context(f"req-{attempt}"))
     [key] = outputs()
     assert key.startswith("out/in/a b.csv.") and key.endswith(".jsonl")
     body = runtime.client("s3").get_object(Bucket="out-bucket", Key=key)["Body"].read()
@@ -84,30 +94,31 @@ def test_each_strategy_writes_one_output_however_often_it_runs(
 def test_control_record_reports_duplicates(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(etl, "STRATEGY", "control-record")
+    config = settings("control-record")
     event = notification("k.csv")
-    first = etl.handler(event, context("a"))["results"][0]
-    second = etl.handler(event, context("b"))["results"][0]
+    first = etl.process_event(config, event, context("a"))["results"][0]
+    second = etl.process_event(config, event, context("b"))["results"][0]
     assert (first["status"], second["status"]) == ("WRITTEN", "DUPLICATE")
     assert first["output"] == second["output"]
 
 
 def test_a_live_lock_makes_a_concurrent_duplicate_back_off(world: dict[str, str]) -> None:
     [ref] = object_refs(notification("k.csv"))
-    assert etl.acquire(ref, "first", remaining_ms=30_000) is None
+    config = settings("control-record")
+    assert etl.acquire(config, ref, "first", remaining_ms=30_000) is None
     with pytest.raises(etl.InProgress, match="first"):
-        etl.acquire(ref, "second", remaining_ms=30_000)
+        etl.acquire(config, ref, "second", remaining_ms=30_000)
 
 
 def test_a_crashed_runs_lock_expires_and_the_next_delivery_redoes_the_work(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(etl, "STRATEGY", "control-record")
+    config = settings("control-record")
     event = notification("k.csv")
     [ref] = object_refs(event)
-    etl.acquire(ref, "crashed", remaining_ms=1)  # a run that died holding a 1 ms lock
+    etl.acquire(config, ref, "crashed", remaining_ms=1)  # a run that died holding a 1 ms lock
     time.sleep(0.01)
-    result = etl.handler(event, context("retry"))["results"][0]
+    result = etl.process_event(config, event, context("retry"))["results"][0]
     assert result["status"] == "WRITTEN"
     assert len(outputs()) == 1
 
@@ -115,15 +126,15 @@ def test_a_crashed_runs_lock_expires_and_the_next_delivery_redoes_the_work(
 def test_a_retryable_failure_releases_the_lock(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(etl, "STRATEGY", "control-record")
+    config = settings("control-record")
     event = notification("k.csv")
 
-    def broken(ref: Any) -> str:
+    def broken(config: etl.EtlSettings, ref: Any) -> str:
         raise ConnectionError("S3 went away")
 
     monkeypatch.setattr(etl, "produce", broken)
     with pytest.raises(ConnectionError):
-        etl.handler(event, context())
+        etl.process_event(config, event, context())
     assert records() == []  # the next delivery need not wait for the lock to expire
 
 
@@ -131,10 +142,10 @@ def test_a_retryable_failure_releases_the_lock(
 def test_malformed_input_is_recorded_dead_lettered_once_and_never_written(
     world: dict[str, str], strategy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(etl, "STRATEGY", strategy)
+    config = settings(strategy)
     event = notification("bad.csv", b"id,name,amount\n1,alpha,lots\n")
     for _ in range(2):
-        assert etl.handler(event, context())["results"][0]["status"] == "REJECTED"
+        assert etl.process_event(config, event, context())["results"][0]["status"] == "REJECTED"
     [failure] = [r for r in records() if r["id"]["S"].startswith("failed#")]
     assert "amount" in failure["reason"]["S"]
     messages = runtime.client("sqs").receive_message(
@@ -145,7 +156,8 @@ def test_malformed_input_is_recorded_dead_lettered_once_and_never_written(
 
 
 def test_a_non_s3_event_goes_to_the_dlq(world: dict[str, str]) -> None:
-    assert etl.handler({"hello": 1}, context())["results"][0]["status"] == "REJECTED"
+    result = etl.process_event(settings("deterministic"), {"hello": 1}, context())
+    assert result["results"][0]["status"] == "REJECTED"
     messages = runtime.client("sqs").receive_message(QueueUrl=world["queue"])
     assert "neither" in json.loads(messages["Messages"][0]["Body"])["reason"]
 
@@ -203,8 +215,8 @@ def test_an_object_without_version_or_etag_is_bad() -> None:
 def test_deterministic_redelivery_stops_at_the_published_output(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(etl, "STRATEGY", "deterministic")
+    config = settings("deterministic")
     event = notification("k.csv")
-    assert etl.handler(event, context())["results"][0]["status"] == "WRITTEN"
-    monkeypatch.setattr(etl, "produce", lambda ref: pytest.fail("rewrote a published output"))
-    assert etl.handler(event, context())["results"][0]["status"] == "DUPLICATE"
+    assert etl.process_event(config, event, context())["results"][0]["status"] == "WRITTEN"
+    monkeypatch.setattr(etl, "produce", lambda config, ref: pytest.fail("rewrote an output"))
+    assert etl.process_event(config, event, context())["results"][0]["status"] == "DUPLICATE"
