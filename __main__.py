@@ -14,11 +14,8 @@ from components.config import args_from_config
 from components.demo_steps import DemoSteps
 from components.demo_target import DemoTarget
 from components.etl import IdempotentEtl, IdempotentEtlArgs
-from components.name_dedup import (
-    NameDedupStarter,
-    NameDedupStarterArgs,
-    s3_object_created_pattern,
-)
+from components.event_patterns import s3_object_created_pattern
+from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from components.provider import aws_provider
 from components.resumable import ResumableWorkflow, ResumableWorkflowArgs
 from components.scheduler import Scheduler, SchedulerArgs

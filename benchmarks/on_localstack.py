@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import time
-import uuid
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,6 +32,7 @@ from deploy.clients import (
     new_tag,
     scheduler_live,
 )
+from deploy.events import eventbridge
 
 HERE = Path(__file__).resolve().parent
 TRUST = {
@@ -45,27 +45,6 @@ TRUST = {
         }
     ],
 }
-
-
-def s3_event(bucket: str, key: str, version: str) -> dict[str, Any]:
-    """An EventBridge `Object Created` event as S3 sends it; a redelivery of the same
-    object version carries the same event id, as a Lambda retry does."""
-    return {
-        "version": "0",
-        "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"s3://{bucket}/{key}#{version}")),
-        "detail-type": "Object Created",
-        "source": "aws.s3",
-        "account": "000000000000",
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "region": "us-east-1",
-        "resources": [f"arn:aws:s3:::{bucket}"],
-        "detail": {
-            "version": "0",
-            "bucket": {"name": bucket},
-            "object": {"key": key, "size": 1, "etag": "e", "version-id": version},
-            "reason": "PutObject",
-        },
-    }
 
 
 def deploy_lock_starter(state_machine_arn: str, tag: str) -> tuple[str, list[Any]]:
@@ -149,10 +128,11 @@ def bench_starters(stack: dict[str, Any], events: int = 100, workers: int = 4) -
         results: dict[str, Any] = {}
         for label, function in functions.items():
             # a cold sandbox: the function's first invoke since (re)deployment
-            warm = s3_event(out["bucket"], f"bench/{tag}/{label}/warm", "w")
+            warm = eventbridge(out["bucket"], f"bench/{tag}/{label}/warm", "w")
             cold_invoke_ms = timed_invoke(function, warm)[0] * 1000
             distinct = [
-                s3_event(out["bucket"], f"bench/{tag}/{label}/{i}", f"v{i}") for i in range(events)
+                eventbridge(out["bucket"], f"bench/{tag}/{label}/{i}", f"v{i}")
+                for i in range(events)
             ]
             deliveries = [e for pair in zip(distinct, distinct, strict=True) for e in pair]
             started = time.perf_counter()

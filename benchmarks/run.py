@@ -30,8 +30,8 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 
 from moto import mock_aws  # noqa: E402
 
-from benchmarks.on_localstack import s3_event  # noqa: E402
 from components import resumable_asl  # noqa: E402
+from deploy.events import eventbridge  # noqa: E402
 from handlers import runtime  # noqa: E402
 
 CALLS: collections.Counter[str] = collections.Counter()
@@ -118,7 +118,7 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
         ):
             CALLS.clear()
             # every event twice
-            stream = [s3_event("b", f"in/{i % (events // 2)}.csv", "v1") for i in range(events)]
+            stream = [eventbridge("b", f"in/{i % (events // 2)}.csv", "v1") for i in range(events)]
             sys_stdout, sys.stdout = sys.stdout, io.StringIO()
             started = time.perf_counter()
             try:
@@ -208,6 +208,7 @@ def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
 
 
 def bench_etl(objects: int = 60) -> dict[str, Any]:
+    from deploy.events import notification
     from handlers import etl
     from handlers.csv_transform import DEFAULT_SCHEMA
 
@@ -235,22 +236,7 @@ def bench_etl(objects: int = 60) -> dict[str, Any]:
             events = []
             for i in range(objects):
                 put = s3.put_object(Bucket="in-b", Key=f"{i}.csv", Body=csv)
-                events.append(
-                    {
-                        "Records": [
-                            {
-                                "s3": {
-                                    "bucket": {"name": "in-b"},
-                                    "object": {
-                                        "key": f"{i}.csv",
-                                        "eTag": put["ETag"],
-                                        "versionId": put["VersionId"],
-                                    },
-                                }
-                            }
-                        ]
-                    }
-                )
+                events.append(notification("in-b", f"{i}.csv", put["VersionId"], put["ETag"]))
             from handlers.csv_transform import transform
 
             sys_stdout, sys.stdout = sys.stdout, io.StringIO()

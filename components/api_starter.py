@@ -20,8 +20,8 @@ import pulumi
 import pulumi_aws as aws
 
 from components import api_templates
+from components.event_patterns import s3_object_created_pattern
 from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
-from components.name_dedup import s3_object_created_pattern
 from components.rest_api import api_key
 from components.state_machines import require_standard, target_state_machine
 

@@ -9,13 +9,13 @@ import pulumi
 import pulumi_aws as aws
 
 from components.buckets import secure_bucket
+from components.event_patterns import s3_object_created_pattern
 from components.functions import (
     allow,
     dead_letter_queue,
     handler_function,
     invoke_from_rule,
 )
-from components.name_dedup import s3_object_created_pattern
 from components.tables import key_table
 from handlers.csv_transform import DEFAULT_SCHEMA, check_schema
 from handlers.etl import STRATEGIES, EtlSettings, FaultInjection, Strategy

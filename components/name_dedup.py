@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.event_patterns import s3_object_created_pattern
 from components.functions import (
     allow,
     dead_letter_queue,
@@ -19,18 +20,6 @@ from handlers.executions import REUSE_POLICIES, ReusePolicy
 from handlers.keys import key_extractor
 from handlers.settings import encode
 from handlers.starter import StarterSettings
-
-
-def s3_object_created_pattern(*bucket_names: pulumi.Input[str]) -> pulumi.Output[str]:
-    """S3 "Object Created" events of these buckets (every S3 key strategy names the bucket,
-    so one key in two buckets is two events)."""
-    return pulumi.Output.json_dumps(
-        {
-            "source": ["aws.s3"],
-            "detail-type": ["Object Created"],
-            "detail": {"bucket": {"name": list(bucket_names)}},
-        }
-    )
 
 
 @dataclasses.dataclass

@@ -30,31 +30,10 @@ import dataclasses
 import re
 from typing import Any
 
-EMPTY = "{}"
+from components.asl import CONDITION_FAILED, DYNAMODB_RETRY, LAMBDA_RETRY, dynamodb_update
+from handlers.checkpoints import EMPTY, attribute
+
 _STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
-LAMBDA_RETRY = {
-    "ErrorEquals": [
-        "Lambda.ServiceException",
-        "Lambda.AWSLambdaException",
-        "Lambda.SdkClientException",
-        "Lambda.TooManyRequestsException",
-    ],
-    "IntervalSeconds": 1,
-    "MaxAttempts": 3,
-    "BackoffRate": 2,
-}
-DYNAMODB_RETRY = {
-    "ErrorEquals": [
-        "DynamoDB.ProvisionedThroughputExceededException",
-        "DynamoDB.ThrottlingException",
-        "DynamoDB.InternalServerErrorException",
-        "DynamoDB.RequestLimitExceeded",
-    ],
-    "IntervalSeconds": 1,
-    "MaxAttempts": 5,
-    "BackoffRate": 2,
-}
-CONDITION_FAILED = "DynamoDB.ConditionalCheckFailedException"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,10 +44,6 @@ class Step:
     name: str
     function_arn: str
     retry: tuple[dict[str, Any], ...] = ()
-
-
-def attribute(step: str) -> str:
-    return f"out_{step}"
 
 
 def validate(steps: list[Step], key_path: str) -> None:
@@ -98,19 +73,12 @@ def definition(steps: list[Step], table_name: str, key_path: str) -> dict[str, A
     }
 
     def load(state_name: str, update: str, values: dict[str, Any]) -> dict[str, Any]:
+        state = dynamodb_update(table_name, key, update, values)
+        state["Parameters"]["ReturnValues"] = "ALL_NEW"
         return {
-            "Type": "Task",
-            "Resource": "arn:aws:states:::dynamodb:updateItem",
-            "Parameters": {
-                "TableName": table_name,
-                "Key": key,
-                "UpdateExpression": update,
-                "ExpressionAttributeValues": values,
-                "ReturnValues": "ALL_NEW",
-            },
+            **state,
             "ResultSelector": load_results,
             "ResultPath": "$.results",
-            "Retry": [DYNAMODB_RETRY],
             "Next": "Resume",
             "Comment": f"{state_name}: (re)read every step's entry into $.results",
         }
@@ -147,17 +115,9 @@ def definition(steps: list[Step], table_name: str, key_path: str) -> dict[str, A
             "Next": save,
         }
         entry = {":entry": {"S.$": f"States.JsonToString($.results.{step.name})"}}
-        saved: dict[str, Any] = {
-            "Type": "Task",
-            "Resource": "arn:aws:states:::dynamodb:updateItem",
-            "Parameters": {
-                "TableName": table_name,
-                "Key": key,
-                "UpdateExpression": f"SET {attribute(step.name)} = :entry",
-                "ExpressionAttributeValues": entry,
-            },
-            "ResultPath": None,
-            "Retry": [DYNAMODB_RETRY],
+        update = f"SET {attribute(step.name)} = :entry"
+        saved = {
+            **dynamodb_update(table_name, key, update, entry),
             "Next": following or "Finish",
         }
         if following:

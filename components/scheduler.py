@@ -18,9 +18,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.asl import CONDITION_FAILED, dynamodb_update
 from components.functions import allow, dead_letter_queue, handler_function, invoke_from_rule
 from components.rest_api import api_key
-from components.resumable_asl import CONDITION_FAILED, DYNAMODB_RETRY
 from components.state_machines import executions_of, state_machine
 from handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings
 from handlers.settings import encode
@@ -40,24 +40,14 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
     key = {"pk": {"S.$": "States.Format('MESSAGE#{}', $.id)"}}
 
     def set_status(new: str, expected: str, extra: str = "", values: dict | None = None) -> dict:
-        return {
-            "Type": "Task",
-            "Resource": "arn:aws:states:::dynamodb:updateItem",
-            "Parameters": {
-                "TableName": table_name,
-                "Key": key,
-                "UpdateExpression": f"SET #s = :new{extra}",
-                "ConditionExpression": "#s = :expected",
-                "ExpressionAttributeNames": {"#s": "status"},
-                "ExpressionAttributeValues": {
-                    ":new": {"S": new},
-                    ":expected": {"S": expected},
-                    **(values or {}),
-                },
-            },
-            "ResultPath": None,
-            "Retry": [DYNAMODB_RETRY],
-        }
+        return dynamodb_update(
+            table_name,
+            key,
+            f"SET #s = :new{extra}",
+            {":new": {"S": new}, ":expected": {"S": expected}, **(values or {})},
+            condition="#s = :expected",
+            names={"#s": "status"},
+        )
 
     return {
         "Comment": "One scheduled message: wait, claim, fire once on time (components/scheduler)",

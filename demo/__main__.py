@@ -17,6 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from deploy import events as s3
 from deploy import outputs_path
 from deploy.clients import (
     ENDPOINT,
@@ -114,16 +115,7 @@ def name_dedup(out: dict[str, Any], objects: int) -> Row:
         with ThreadPoolExecutor(8) as pool:
             list(pool.map(lambda e: invoke(out["functionName"], e), events * 2))
         for event in events:
-            client("events").put_events(
-                Entries=[
-                    {
-                        "Source": event["source"],
-                        "DetailType": event["detail-type"],
-                        "Detail": json.dumps(event["detail"]),
-                        "Resources": event["resources"],
-                    }
-                ]
-            )
+            client("events").put_events(Entries=[s3.rebroadcast(event)])
         row.duplicates = 3 * len(events)
         row.produced = settle(lambda: len(executions(machine, tag)), objects)
     return row
@@ -163,10 +155,7 @@ def etl(name: str, out: dict[str, Any], objects: int) -> Row:
         put = client("s3").put_object(
             Bucket=out["inputBucket"], Key=key, Body=b"id,name,amount\n1,a,2\n"
         )
-        obj = {"key": key, "eTag": put["ETag"], "versionId": put["VersionId"]}
-        events.append(
-            {"Records": [{"s3": {"bucket": {"name": out["inputBucket"]}, "object": obj}}]}
-        )
+        events.append(s3.notification(out["inputBucket"], key, put["VersionId"], put["ETag"]))
     row.sent = objects
     with Progress(f"{name}: S3 deliveries plus 2 concurrent redeliveries each"):
         with ThreadPoolExecutor(6) as pool:

@@ -20,7 +20,7 @@ from typing import Any
 
 import boto3
 
-from components.resumable_asl import EMPTY, attribute
+from handlers.checkpoints import EMPTY, attribute
 from handlers.executions import ALLOW_DUPLICATE_FAILED_ONLY, Outcome, start_once
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from deploy import events
 from deploy.clients import (
     client,
     drain,
@@ -61,24 +62,10 @@ def upload(etl: dict[str, Any], key: str, body: bytes = CSV) -> dict[str, Any]:
 
 def delivery(etl: dict[str, Any], key: str, put: dict[str, Any]) -> dict[str, Any]:
     """The event the strategy's trigger delivers for this upload."""
-    obj = {"key": key, "size": len(CSV), "sequencer": "01"}
+    bucket, version, etag = etl["inputBucket"], put["VersionId"], put["ETag"]
     if etl["strategy"] == "deterministic":  # EventBridge trigger
-        detail = {
-            "bucket": {"name": etl["inputBucket"]},
-            "object": {**obj, "etag": put["ETag"].strip('"'), "version-id": put["VersionId"]},
-        }
-        return {
-            "version": "0",
-            "id": new_tag(),
-            "detail-type": "Object Created",
-            "source": "aws.s3",
-            "detail": detail,
-        }
-    s3 = {
-        "bucket": {"name": etl["inputBucket"]},
-        "object": {**obj, "eTag": put["ETag"].strip('"'), "versionId": put["VersionId"]},
-    }
-    return {"Records": [{"eventSource": "aws:s3", "eventName": "ObjectCreated:Put", "s3": s3}]}
+        return events.eventbridge(bucket, key, version, etag, event_id=new_tag())
+    return events.notification(bucket, key, version, etag)
 
 
 def test_one_upload_one_output(etl: dict[str, Any]) -> None:

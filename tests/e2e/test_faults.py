@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from deploy import events as s3
 from deploy.clients import (
     api_executions,
     client,
@@ -70,10 +71,7 @@ def test_storm_through_the_etl(stack: dict[str, Any]) -> None:
         put = client("s3").put_object(
             Bucket=out["inputBucket"], Key=key, Body=b"id,name,amount\n1,a,2\n"
         )
-        obj = {"key": key, "eTag": put["ETag"], "versionId": put["VersionId"]}
-        events.append(
-            {"Records": [{"s3": {"bucket": {"name": out["inputBucket"]}, "object": obj}}]}
-        )
+        events.append(s3.notification(out["inputBucket"], key, put["VersionId"], put["ETag"]))
     rng = random.Random(11)
     deliveries = events + rng.sample(events, int(len(events) * 0.3))
     rng.shuffle(deliveries)

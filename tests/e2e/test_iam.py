@@ -18,6 +18,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from deploy import events
 from deploy.clients import (
     ENDPOINT,
     api_executions,
@@ -168,8 +169,7 @@ CSV = b"id,name,amount\n1,alpha,2.5\n"
 
 
 def notification(bucket: str, key: str, put: dict[str, Any]) -> dict[str, Any]:
-    obj = {"key": key, "eTag": put["ETag"].strip('"'), "versionId": put["VersionId"]}
-    return {"Records": [{"s3": {"bucket": {"name": bucket}, "object": obj}}]}
+    return events.notification(bucket, key, put["VersionId"], put["ETag"])
 
 
 def test_without_list_bucket_a_missing_output_is_403_and_the_delivery_is_retried(

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from deploy import events
 from deploy.clients import (
     client,
     drain,
@@ -57,13 +58,7 @@ def test_redelivered_event_adds_no_execution(starter: dict[str, Any]) -> None:
     # WHEN the identical event reaches the starter again, as a Lambda retry would deliver it
     assert invoke(starter["functionName"], event)["status"] == "DUPLICATE"
     # AND the identical event is put on the bus again (a new EventBridge event id)
-    entry = {
-        "Source": event["source"],
-        "DetailType": event["detail-type"],
-        "Detail": json.dumps(event["detail"]),
-        "Resources": event["resources"],
-    }
-    response = client("events").put_events(Entries=[entry])
+    response = client("events").put_events(Entries=[events.rebroadcast(event)])
     assert response["FailedEntryCount"] == 0
     event_id = response["Entries"][0]["EventId"]
     # THEN the rule delivered it, the starter called it a duplicate, and one execution stands

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
+from deploy import events
 from handlers import runtime
 
 REGION = "us-east-1"
@@ -55,13 +56,4 @@ def s3_event(
     bucket: str = "uploads",
     event_id: str = "e-1",
 ) -> dict[str, Any]:
-    obj: dict[str, Any] = {"key": key, "size": 1, "sequencer": sequencer}
-    if version:
-        obj["version-id"] = version
-    return {
-        "version": "0",
-        "id": event_id,
-        "detail-type": "Object Created",
-        "source": "aws.s3",
-        "detail": {"bucket": {"name": bucket}, "object": obj, "reason": "PutObject"},
-    }
+    return events.eventbridge(bucket, key, version, sequencer=sequencer, event_id=event_id)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from deploy import events
 from handlers import etl, runtime
 from handlers.csv_transform import DEFAULT_SCHEMA, transform
 from handlers.errors import BadEvent, BadInput
@@ -62,8 +63,7 @@ def context(request_id: str = "req-1", remaining_ms: int = 30_000) -> SimpleName
 
 def notification(key: str, body: bytes = CSV) -> dict[str, Any]:
     put = runtime.client("s3").put_object(Bucket="in-bucket", Key=key, Body=body)
-    obj = {"key": key, "eTag": put["ETag"], "versionId": put["VersionId"]}
-    return {"Records": [{"s3": {"bucket": {"name": "in-bucket"}, "object": obj}}]}
+    return events.notification("in-bucket", key, put["VersionId"], put["ETag"])
 
 
 def outputs() -> list[str]:
