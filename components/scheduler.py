@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -183,8 +184,38 @@ class Scheduler(pulumi.ComponentResource):
     ) -> None:
         args.validate()
         super().__init__("exactly-once:index:Scheduler", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
-        self.table = aws.dynamodb.Table(
+        self.table = self._table(name)
+        targets = self._channels(name, args, self.table)
+        self.clock_function = self._clock(name)
+        self.state_machine = self._waiter(name, self.table, targets, self.clock_function)
+        environment = SchedulerSettings.environment(
+            table=self.table.name,
+            state_machine_arn=self.state_machine.arn,
+            window_seconds=encode(args.window_minutes * 60),
+        )
+        self.dlq = dead_letter_queue(name, self)
+        self.url, self.api_key = self._api(name, args, environment, self.table, self.state_machine)
+        self.sweep_function = self._sweep(name, args, environment, self.table, self.state_machine)
+        self.starter_function = self._stream_starter(
+            name, environment, self.table, self.state_machine, self.dlq
+        )
+        self.register_outputs(
+            {
+                "table": self.table.name,
+                "stateMachineArn": self.state_machine.arn,
+                "url": self.url,
+                "apiKey": self.api_key,
+                "dlqUrl": self.dlq.url,
+                "sweepFunction": self.sweep_function.name,
+                "starterFunction": self.starter_function.name,
+                "clockFunction": self.clock_function.name,
+            }
+        )
+
+    def _table(self, name: str) -> aws.dynamodb.Table:
+        """Messages (by status and publish time) and the channels' targets; its stream
+        feeds the starter."""
+        return aws.dynamodb.Table(
             f"{name}-messages",
             billing_mode="PAY_PER_REQUEST",
             hash_key="pk",
@@ -204,8 +235,13 @@ class Scheduler(pulumi.ComponentResource):
             stream_enabled=True,
             stream_view_type="NEW_AND_OLD_IMAGES",
             point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
+
+    def _channels(
+        self, name: str, args: SchedulerArgs, table: aws.dynamodb.Table
+    ) -> dict[str, pulumi.Output[str]]:
+        """Channel -> target ARN, each stored as an INVOKER item the API looks up."""
         targets = {
             channel: target.arn
             if isinstance(target, aws.lambda_.Function)
@@ -215,17 +251,20 @@ class Scheduler(pulumi.ComponentResource):
         for channel, arn in targets.items():
             aws.dynamodb.TableItem(
                 f"{name}-channel-{channel}",
-                table_name=self.table.name,
+                table_name=table.name,
                 hash_key="pk",
                 item=arn.apply(
                     lambda a, c=channel: json.dumps(
                         {"pk": {"S": f"INVOKER#{c}"}, "target_arn": {"S": a}}
                     )
                 ),
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self),
             )
-        # Returns at a message's publish time: needs no AWS permission of its own.
-        self.clock_function = handler_function(
+        return targets
+
+    def _clock(self, name: str) -> aws.lambda_.Function:
+        """Returns at a message's publish time: needs no AWS permission of its own."""
+        return handler_function(
             f"{name}-clock",
             handler="handlers.scheduler_clock.handler",
             statements=[],
@@ -234,51 +273,67 @@ class Scheduler(pulumi.ComponentResource):
             memory_size=128,
             parent=self,
         ).function
-        self.state_machine = state_machine(
+
+    def _waiter(
+        self,
+        name: str,
+        table: aws.dynamodb.Table,
+        targets: dict[str, pulumi.Output[str]],
+        clock: aws.lambda_.Function,
+    ) -> aws.sfn.StateMachine:
+        return state_machine(
             f"{name}-waiter",
-            pulumi.Output.all(self.table.name, self.clock_function.arn).apply(
+            pulumi.Output.all(table.name, clock.arn).apply(
                 lambda args: json.dumps(waiting_definition(*args))
             ),
             self,
             [
-                allow(["dynamodb:UpdateItem"], [self.table.arn]),
-                allow(["lambda:InvokeFunction"], [*targets.values(), self.clock_function.arn]),
+                allow(["dynamodb:UpdateItem"], [table.arn]),
+                allow(["lambda:InvokeFunction"], [*targets.values(), clock.arn]),
             ],
         )
-        environment = SchedulerSettings.environment(
-            table=self.table.name,
-            state_machine_arn=self.state_machine.arn,
-            window_seconds=encode(args.window_minutes * 60),
-        )
-        index_arn = self.table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")
-        executions = executions_of(self.state_machine.arn)
-        self.dlq = dead_letter_queue(name, self)
 
-        # The register API.
-        api_function = handler_function(
+    def _api(
+        self,
+        name: str,
+        args: SchedulerArgs,
+        environment: Mapping[str, pulumi.Input[str]],
+        table: aws.dynamodb.Table,
+        machine: aws.sfn.StateMachine,
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """The register API: its function and REST API; (url, api key)."""
+        function = handler_function(
             f"{name}-api",
             handler="handlers.scheduler_api.handler",
             statements=[
                 allow(
                     ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
-                    [self.table.arn],
+                    [table.arn],
                 ),
-                allow(["states:StopExecution"], [executions]),
+                allow(["states:StopExecution"], [executions_of(machine.arn)]),
             ],
             environment=environment,
             parent=self,
         ).function
-        self._rest_api(name, args, api_function)
+        return self._rest_api(name, args, function)
 
-        # The sweep.
-        self.sweep_function = handler_function(
+    def _sweep(
+        self,
+        name: str,
+        args: SchedulerArgs,
+        environment: Mapping[str, pulumi.Input[str]],
+        table: aws.dynamodb.Table,
+        machine: aws.sfn.StateMachine,
+    ) -> aws.lambda_.Function:
+        """Moves due RESERVED messages to STANDBY and starts STANDBY ones the stream missed."""
+        function = handler_function(
             f"{name}-sweep",
             handler="handlers.scheduler.sweep_handler",
             statements=[
-                allow(["dynamodb:Query"], [index_arn]),
-                allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [self.table.arn]),
+                allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
+                allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.arn]),
                 # STANDBY messages whose stream record never started them
-                allow(["states:StartExecution"], [self.state_machine.arn]),
+                allow(["states:StartExecution"], [machine.arn]),
             ],
             environment=environment,
             timeout=300,
@@ -288,32 +343,41 @@ class Scheduler(pulumi.ComponentResource):
         rule = aws.cloudwatch.EventRule(
             f"{name}-sweep-schedule",
             schedule_expression=f"rate({period} minute{'s' if period != 1 else ''})",
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        invoke_from_rule(f"{name}-sweep", rule, self.sweep_function, self)
+        invoke_from_rule(f"{name}-sweep", rule, function, self)
 
-        # The stream starter.
+        return function
+
+    def _stream_starter(
+        self,
+        name: str,
+        environment: Mapping[str, pulumi.Input[str]],
+        table: aws.dynamodb.Table,
+        machine: aws.sfn.StateMachine,
+        dlq: aws.sqs.Queue,
+    ) -> aws.lambda_.Function:
+        """Starts one waiting execution per STANDBY message, named by its id."""
         starter = handler_function(
             f"{name}-starter",
             handler="handlers.scheduler.stream_handler",
             statements=[
-                allow(["states:StartExecution"], [self.state_machine.arn]),
+                allow(["states:StartExecution"], [machine.arn]),
                 # What the event source mapping reads the stream with (the function's role).
                 allow(
                     ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
-                    [self.table.stream_arn],
+                    [table.stream_arn],
                 ),
                 # ListStreams has no resource-level permissions: only "*" grants it.
                 allow(["dynamodb:ListStreams"], ["*"]),
             ],
             environment=environment,
-            dead_letter_arn=self.dlq.arn,
+            dead_letter_arn=dlq.arn,
             parent=self,
         )
-        self.starter_function = starter.function
         aws.lambda_.EventSourceMapping(
             f"{name}-stream",
-            event_source_arn=self.table.stream_arn,
+            event_source_arn=table.stream_arn,
             function_name=starter.function.arn,
             # From the stream's start: a message registered before the mapping polls is
             # still started. Replays (a re-created mapping) are harmless: same names.
@@ -332,16 +396,17 @@ class Scheduler(pulumi.ComponentResource):
             ),
             destination_config=aws.lambda_.EventSourceMappingDestinationConfigArgs(
                 on_failure=aws.lambda_.EventSourceMappingDestinationConfigOnFailureArgs(
-                    destination_arn=self.dlq.arn
+                    destination_arn=dlq.arn
                 )
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        self.register_outputs(
-            {"url": self.url, "table": self.table.name, "stateMachineArn": self.state_machine.arn}
-        )
+        return starter.function
 
-    def _rest_api(self, name: str, args: SchedulerArgs, function: aws.lambda_.Function) -> None:
+    def _rest_api(
+        self, name: str, args: SchedulerArgs, function: aws.lambda_.Function
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """POST /messages, GET and DELETE /messages/{id}, behind an API key; (url, key)."""
         child = pulumi.ResourceOptions(parent=self)
         api = aws.apigateway.RestApi(
             f"{name}-api", description="Register scheduled messages", opts=child
@@ -409,5 +474,5 @@ class Scheduler(pulumi.ComponentResource):
             stage_name=args.stage_name,
             opts=child,
         )
-        self.url = stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/messages")
-        self.api_key = api_key(name, api, stage, self)
+        url = stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/messages")
+        return url, api_key(name, api, stage, self)
