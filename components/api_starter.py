@@ -78,33 +78,68 @@ class ApiGatewayStarter(pulumi.ComponentResource):
     ) -> None:
         args.validate()
         super().__init__("exactly-once:index:ApiGatewayStarter", name, {}, opts)
-        child = pulumi.ResourceOptions(parent=self)
-
         self.state_machine_arn = target_state_machine(
             name, args.state_machine_arn, args.definition, self
         )
         region = aws.get_region_output(opts=pulumi.InvokeOptions(parent=self)).region
+        self.api = self._rest_api(name)
+        resource, method, integration = self._start_method(name, args, region)
+        pieces = self._responses(name, resource, method, integration)
+        self.stage = self._stage(name, args, pieces)
+        self.url = self.stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/{PATH}")
+        self.api_key = (
+            api_key(
+                name,
+                self.api,
+                self.stage,
+                self,
+                args.throttle_rate_limit,
+                args.throttle_burst_limit,
+            )
+            if args.authorization == "API_KEY"
+            else None
+        )
+        self.dlq = (
+            self._forward_s3_events(name, args, region) if args.bucket_name is not None else None
+        )
+        self.register_outputs(
+            {
+                "url": self.url,
+                "apiId": self.api.id,
+                "stageName": self.stage.stage_name,
+                "apiKey": self.api_key,
+                "stateMachineArn": self.state_machine_arn,
+                "dlqUrl": self.dlq.url if self.dlq is not None else None,
+            }
+        )
 
+    def _rest_api(self, name: str) -> aws.apigateway.RestApi:
+        return aws.apigateway.RestApi(
+            f"{name}-api",
+            description="Starts a Step Functions execution once per request key",
+            endpoint_configuration=aws.apigateway.RestApiEndpointConfigurationArgs(
+                types="REGIONAL"
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _start_method(
+        self, name: str, args: ApiGatewayStarterArgs, region: pulumi.Output[str]
+    ) -> tuple[aws.apigateway.Resource, aws.apigateway.Method, aws.apigateway.Integration]:
+        """POST /start: validated, then turned into StartExecution by the request template,
+        with a role that may start only the target state machine."""
         role, ready = service_role(
             f"{name}-apigw",
             "apigateway.amazonaws.com",
             [allow(["states:StartExecution"], [self.state_machine_arn])],
             self,
         )
-        self.api = aws.apigateway.RestApi(
-            f"{name}-api",
-            description="Starts a Step Functions execution once per request key",
-            endpoint_configuration=aws.apigateway.RestApiEndpointConfigurationArgs(
-                types="REGIONAL"
-            ),
-            opts=child,
-        )
         resource = aws.apigateway.Resource(
             f"{name}-resource",
             rest_api=self.api.id,
             parent_id=self.api.root_resource_id,
             path_part=PATH,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         validator, request_models, request_parameters = self._validation(name, args)
         method = aws.apigateway.Method(
@@ -117,7 +152,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             request_validator_id=validator.id,
             request_models=request_models,
             request_parameters=request_parameters,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         integration = aws.apigateway.Integration(
             f"{name}-integration",
@@ -136,6 +171,17 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
+        return resource, method, integration
+
+    def _responses(
+        self,
+        name: str,
+        resource: aws.apigateway.Resource,
+        method: aws.apigateway.Method,
+        integration: aws.apigateway.Integration,
+    ) -> list[pulumi.Resource]:
+        """Step Functions' answers mapped to statuses (api_templates.RESPONSES), and the
+        validator's 400s; everything the deployment must wait for."""
         pieces: list[pulumi.Resource] = [method, integration]
         for status in ("200", "400", "503", *OVERRIDE_STATUSES):
             pieces.append(
@@ -146,7 +192,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
                     http_method=method.http_method,
                     status_code=status,
                     response_models={JSON: "Empty"},
-                    opts=child,
+                    opts=pulumi.ResourceOptions(parent=self),
                 )
             )
         for pattern, status, template in RESPONSES:
@@ -170,9 +216,14 @@ class ApiGatewayStarter(pulumi.ComponentResource):
                     response_type=response_type,
                     status_code="400",
                     response_templates={JSON: api_templates.VALIDATION_ERROR_TEMPLATE},
-                    opts=child,
+                    opts=pulumi.ResourceOptions(parent=self),
                 )
             )
+        return pieces
+
+    def _stage(
+        self, name: str, args: ApiGatewayStarterArgs, pieces: list[pulumi.Resource]
+    ) -> aws.apigateway.Stage:
         # A new deployment whenever a template or wiring changes.
         fingerprint = hashlib.sha256(
             json.dumps(
@@ -189,31 +240,12 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             triggers={"fingerprint": fingerprint},
             opts=pulumi.ResourceOptions(parent=self, depends_on=pieces),
         )
-        self.stage = aws.apigateway.Stage(
+        return aws.apigateway.Stage(
             f"{name}-stage",
             rest_api=self.api.id,
             deployment=deployment.id,
             stage_name=args.stage_name,
-            opts=child,
-        )
-        self.url = self.stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/{PATH}")
-        self.api_key = (
-            api_key(
-                name,
-                self.api,
-                self.stage,
-                self,
-                args.throttle_rate_limit,
-                args.throttle_burst_limit,
-            )
-            if args.authorization == "API_KEY"
-            else None
-        )
-        self.dlq = None
-        if args.bucket_name is not None:
-            self._forward_s3_events(name, args, region)
-        self.register_outputs(
-            {"url": self.url, "stateMachineArn": self.state_machine_arn, "apiId": self.api.id}
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _validation(
@@ -244,7 +276,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
 
     def _forward_s3_events(
         self, name: str, args: ApiGatewayStarterArgs, region: pulumi.Output[str]
-    ) -> None:
+    ) -> aws.sqs.Queue:
         """S3 -> EventBridge -> this API, the event as the request body."""
         child = pulumi.ResourceOptions(parent=self)
         account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self)).account_id
@@ -260,8 +292,8 @@ class ApiGatewayStarter(pulumi.ComponentResource):
         rule = aws.cloudwatch.EventRule(
             f"{name}-rule", event_pattern=s3_object_created_pattern(args.bucket_name), opts=child
         )
-        self.dlq = dead_letter_queue(name, self)
-        allow_eventbridge_to_queue(name, self.dlq, rule.arn, self)
+        dlq = dead_letter_queue(name, self)
+        allow_eventbridge_to_queue(name, dlq, rule.arn, self)
         assert self.api_key is not None
         aws.cloudwatch.EventTarget(
             f"{name}-target",
@@ -271,6 +303,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             http_target=aws.cloudwatch.EventTargetHttpTargetArgs(
                 header_parameters={"x-api-key": self.api_key}
             ),
-            dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=self.dlq.arn),
+            dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=dlq.arn),
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
+        return dlq
