@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any
+import typing
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -23,9 +24,10 @@ from components import api_templates
 from components.event_patterns import s3_object_created_pattern
 from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
 from components.rest_api import api_key
-from components.state_machines import require_standard, target_state_machine
+from components.state_machines import StateMachineType, require_standard, target_state_machine
 
 PATH = "start"
+Authorization = Literal["API_KEY", "AWS_IAM"]  # never open
 JSON = "application/json"
 # (selection pattern on Step Functions' HTTP status, method status, response template)
 RESPONSES = (
@@ -44,9 +46,9 @@ class ApiGatewayStarterArgs:
 
     key_source: str = "$.detail.object.key"
     state_machine_arn: pulumi.Input[str] | None = None
-    state_machine_type: str = "STANDARD"
+    state_machine_type: StateMachineType = "STANDARD"
     definition: pulumi.Input[str] | dict[str, Any] | None = None
-    authorization: str = "API_KEY"
+    authorization: Authorization = "API_KEY"
     bucket_name: pulumi.Input[str] | None = None
     stage_name: str = "v1"
     throttle_rate_limit: float = 100
@@ -55,7 +57,7 @@ class ApiGatewayStarterArgs:
     def validate(self) -> None:
         require_standard(self.state_machine_type, "ApiGatewayStarter")
         api_templates.key_expression(self.key_source)  # raises on a bad key source
-        if self.authorization not in ("API_KEY", "AWS_IAM"):
+        if self.authorization not in typing.get_args(Authorization):
             raise ValueError(
                 f"authorization must be API_KEY or AWS_IAM (never open), got {self.authorization!r}"
             )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from typing import Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -19,10 +20,12 @@ from components.functions import (
 from components.tables import key_table
 from handlers.csv_transform import DEFAULT_SCHEMA, check_schema
 from handlers.etl import STRATEGIES, EtlSettings, FaultInjection, Strategy
+from handlers.runtime import LogLevel
 from handlers.settings import encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
-TRIGGERS = ("notification", "eventbridge")
+Trigger = Literal["notification", "eventbridge"]
+TRIGGERS: tuple[Trigger, ...] = typing.get_args(Trigger)
 
 
 @dataclasses.dataclass
@@ -32,13 +35,13 @@ class IdempotentEtlArgs:
     ('crash-after-staging'); leave it empty outside test stacks."""
 
     strategy: Strategy = "control-record"
-    trigger: str = "notification"
+    trigger: Trigger = "notification"
     schema: dict[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SCHEMA))
     output_prefix: str = "out/"
     record_ttl_days: int = 7
     timeout: int = 60
     memory_size: int = 512
-    log_level: str = "INFO"
+    log_level: LogLevel = "INFO"
     fault_injection: FaultInjection = ""
 
     def validate(self) -> None:

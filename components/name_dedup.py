@@ -15,9 +15,15 @@ from components.functions import (
     handler_function,
     invoke_from_rule,
 )
-from components.state_machines import executions_of, require_standard, target_state_machine
+from components.state_machines import (
+    StateMachineType,
+    executions_of,
+    require_standard,
+    target_state_machine,
+)
 from handlers.executions import REUSE_POLICIES, ReusePolicy
 from handlers.keys import key_extractor
+from handlers.runtime import LogLevel
 from handlers.settings import encode
 from handlers.starter import StarterSettings
 
@@ -30,13 +36,13 @@ class NameDedupStarterArgs:
     bucket_name: pulumi.Input[str] | None = None
     event_pattern: pulumi.Input[str] | None = None
     state_machine_arn: pulumi.Input[str] | None = None
-    state_machine_type: str = "STANDARD"
+    state_machine_type: StateMachineType = "STANDARD"
     definition: pulumi.Input[str] | dict[str, Any] | None = None
     key_strategy: str = "object-key"
     reuse_policy: ReusePolicy = "REJECT_DUPLICATE"
     hide_key: bool = False
     event_bus_name: str = "default"
-    log_level: str = "INFO"
+    log_level: LogLevel = "INFO"
     timeout: int = 30
 
     def validate(self) -> None:

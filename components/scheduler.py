@@ -23,7 +23,7 @@ from components.asl import CONDITION_FAILED, dynamodb_update
 from components.functions import allow, dead_letter_queue, handler_function, invoke_from_rule
 from components.rest_api import api_key
 from components.state_machines import executions_of, state_machine
-from handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings
+from handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings, Status
 from handlers.settings import encode
 
 # The clock function sleeps the lead plus the second a Wait may end early; the rest is room
@@ -40,7 +40,9 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
     in: later, never early, never lost."""
     key = {"pk": {"S.$": "States.Format('MESSAGE#{}', $.id)"}}
 
-    def set_status(new: str, expected: str, extra: str = "", values: dict | None = None) -> dict:
+    def set_status(
+        new: Status, expected: Status, extra: str = "", values: dict | None = None
+    ) -> dict:
         return dynamodb_update(
             table_name,
             key,
@@ -56,7 +58,7 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
         "States": {
             "Wait": {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Claim"},
             "Claim": {
-                **set_status("FIRING", "STANDBY"),
+                **set_status(Status.FIRING, Status.STANDBY),
                 "Catch": [
                     {"ErrorEquals": [CONDITION_FAILED], "ResultPath": None, "Next": "NotFired"}
                 ],
@@ -125,14 +127,17 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
             },
             "MarkDone": {
                 **set_status(
-                    "DONE", "FIRING", ", fired_at = :at", {":at": {"S.$": "$$.State.EnteredTime"}}
+                    Status.DONE,
+                    Status.FIRING,
+                    ", fired_at = :at",
+                    {":at": {"S.$": "$$.State.EnteredTime"}},
                 ),
                 "End": True,
             },
             "MarkFailed": {
                 **set_status(
-                    "FAILED",
-                    "FIRING",
+                    Status.FAILED,
+                    Status.FIRING,
                     ", #e = :error",
                     {":error": {"S.$": "States.JsonToString($.error)"}},
                 ),
@@ -389,7 +394,7 @@ class Scheduler(pulumi.ComponentResource):
                 filters=[
                     aws.lambda_.EventSourceMappingFilterCriteriaFilterArgs(
                         pattern=json.dumps(
-                            {"dynamodb": {"NewImage": {"status": {"S": ["STANDBY"]}}}}
+                            {"dynamodb": {"NewImage": {"status": {"S": [Status.STANDBY]}}}}
                         )
                     )
                 ]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
 
 from components.functions import service_role
 from handlers.executions import execution_arn
+
+StateMachineType = Literal["STANDARD", "EXPRESS"]
 
 
 def require_standard(workflow_type: str, component: str) -> None:

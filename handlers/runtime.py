@@ -7,9 +7,10 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
 
-_LEVELS = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+_LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
 
 @functools.cache

@@ -25,6 +25,7 @@ import math
 import time
 import uuid
 from collections.abc import Iterator
+from enum import StrEnum
 from typing import Any
 
 from handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
@@ -55,14 +56,19 @@ def settings() -> SchedulerSettings:
     return SchedulerSettings.from_env()
 
 
-RESERVED, STANDBY, FIRING, DONE, FAILED, CANCELLED = (
-    "RESERVED",
-    "STANDBY",
-    "FIRING",
-    "DONE",
-    "FAILED",
-    "CANCELLED",
-)
+class Status(StrEnum):
+    """A message's status (the diagram above); the waiting state machine writes FIRING,
+    DONE and FAILED (components/scheduler.py)."""
+
+    RESERVED = "RESERVED"
+    STANDBY = "STANDBY"
+    FIRING = "FIRING"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+RESERVED, STANDBY, CANCELLED = Status.RESERVED, Status.STANDBY, Status.CANCELLED
 
 
 # -- validation ------------------------------------------------------------------------
@@ -193,7 +199,7 @@ def get(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
 
 
 def transition(
-    config: SchedulerSettings, message_id: str, expected: tuple[str, ...], new: str
+    config: SchedulerSettings, message_id: str, expected: tuple[Status, ...], new: Status
 ) -> bool:
     """Set status `new` if the status is one of `expected`; False otherwise."""
     values = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
@@ -239,7 +245,7 @@ def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
 
 # -- the sweep: RESERVED messages due within the window go to STANDBY; STANDBY ones whose
 # stream record never started them (a DLQ'd batch, a mapping not yet polling) start now --
-def _due(config: SchedulerSettings, status: str, horizon: float) -> Iterator[str]:
+def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[str]:
     """Ids of `status` messages due by `horizon`, every page (the index bounds the read)."""
     start: dict[str, Any] | None = None
     while True:
