@@ -102,7 +102,9 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             else None
         )
         self.dlq = (
-            self._forward_s3_events(name, args, region) if args.bucket_name is not None else None
+            self._forward_s3_events(name, args.bucket_name, region)
+            if args.bucket_name is not None
+            else None
         )
         self.register_outputs(
             {
@@ -277,7 +279,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
         return validator, {JSON: model.name}, None
 
     def _forward_s3_events(
-        self, name: str, args: ApiGatewayStarterArgs, region: pulumi.Output[str]
+        self, name: str, bucket_name: pulumi.Input[str], region: pulumi.Output[str]
     ) -> aws.sqs.Queue:
         """S3 -> EventBridge -> this API, the event as the request body."""
         child = pulumi.ResourceOptions(parent=self)
@@ -292,7 +294,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             self,
         )
         rule = aws.cloudwatch.EventRule(
-            f"{name}-rule", event_pattern=s3_object_created_pattern(args.bucket_name), opts=child
+            f"{name}-rule", event_pattern=s3_object_created_pattern(bucket_name), opts=child
         )
         dlq = dead_letter_queue(name, self)
         allow_eventbridge_to_queue(name, dlq, rule.arn, self)

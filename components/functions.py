@@ -14,7 +14,7 @@ from components.lambda_asset import lambda_code
 RUNTIME = "python3.12"
 
 
-def assume_role_policy(service: str) -> str:
+def assume_role_policy(service: str) -> pulumi.Output[str]:
     return pulumi.Output.json_dumps(
         {
             "Version": "2012-10-17",

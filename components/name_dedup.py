@@ -106,7 +106,7 @@ class NameDedupStarter(pulumi.ComponentResource):
         self.rule = aws.cloudwatch.EventRule(
             f"{name}-rule",
             event_bus_name=args.event_bus_name,
-            event_pattern=args.event_pattern or s3_object_created_pattern(args.bucket_name),
+            event_pattern=self._event_pattern(args),
             opts=child,
         )
         invoke_from_rule(
@@ -120,3 +120,10 @@ class NameDedupStarter(pulumi.ComponentResource):
                 "stateMachineArn": self.state_machine_arn,
             }
         )
+
+    @staticmethod
+    def _event_pattern(args: NameDedupStarterArgs) -> pulumi.Input[str]:
+        if args.event_pattern is not None:
+            return args.event_pattern
+        assert args.bucket_name is not None  # validate(): exactly one of the two
+        return s3_object_created_pattern(args.bucket_name)

@@ -12,6 +12,7 @@ stream (filtered to STANDBY) -> starter -> execution named by the message id:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -153,6 +154,11 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
     }
 
 
+def _invoker_item(channel: str, target_arn: str) -> str:
+    """The table item naming a channel's target Lambda."""
+    return json.dumps({"pk": {"S": f"INVOKER#{channel}"}, "target_arn": {"S": target_arn}})
+
+
 @dataclasses.dataclass
 class SchedulerArgs:
     """`channels`: channel name -> target Lambda ARN (or Function). The sweep runs every
@@ -258,11 +264,7 @@ class Scheduler(pulumi.ComponentResource):
                 f"{name}-channel-{channel}",
                 table_name=table.name,
                 hash_key="pk",
-                item=arn.apply(
-                    lambda a, c=channel: json.dumps(
-                        {"pk": {"S": f"INVOKER#{c}"}, "target_arn": {"S": a}}
-                    )
-                ),
+                item=arn.apply(functools.partial(_invoker_item, channel)),
                 opts=pulumi.ResourceOptions(parent=self),
             )
         return targets
@@ -289,7 +291,7 @@ class Scheduler(pulumi.ComponentResource):
         return state_machine(
             f"{name}-waiter",
             pulumi.Output.all(table.name, clock.arn).apply(
-                lambda args: json.dumps(waiting_definition(*args))
+                lambda names: json.dumps(waiting_definition(names[0], names[1]))
             ),
             self,
             [

@@ -61,11 +61,11 @@ class Progress:
 
     def __init__(self, label: str) -> None:
         self.label, self._stop = label, threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Progress:
         if not sys.stderr.isatty():  # a log, not a terminal: one line per phase
             sys.stderr.write(f"... {self.label}\n")
-            self._thread = None
             return self
 
         def spin() -> None:
@@ -76,7 +76,7 @@ class Progress:
                 sys.stderr.flush()
             sys.stderr.write(f"\r✓ {self.label}\n")
 
-        self._thread: threading.Thread | None = threading.Thread(target=spin, daemon=True)
+        self._thread = threading.Thread(target=spin, daemon=True)
         self._thread.start()
         return self
 

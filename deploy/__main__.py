@@ -12,6 +12,7 @@ import argparse
 import json
 import logging
 import sys
+from typing import Any
 
 from deploy import outputs_path, pulumi_cli_available
 from deploy.stack_config import load
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     engine = args.engine
     if engine == "auto":
         engine = "pulumi" if pulumi_cli_available() else "localstack"
+    backend: Any
     if engine == "pulumi":
         from deploy import automation as backend
     else:

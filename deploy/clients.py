@@ -22,7 +22,8 @@ T = TypeVar("T")
 def client(service: str) -> Any:
     from botocore.config import Config
 
-    return boto3.client(
+    # Service names are dynamic here; boto3-stubs type clients per literal name.
+    return boto3.client(  # type: ignore[call-overload]
         service,
         endpoint_url=ENDPOINT,
         region_name="us-east-1",

@@ -85,7 +85,8 @@ class Engine(pulumi.runtime.Mocks):
     def client(self, service: str) -> Any:
         with self._lock:
             if service not in self._clients:
-                self._clients[service] = self._session.client(
+                # Service names are dynamic here; boto3-stubs type clients per literal name.
+                self._clients[service] = self._session.client(  # type: ignore[call-overload]
                     service,
                     endpoint_url=self.endpoint,
                     config=Config(retries={"max_attempts": 5, "mode": "standard"}),
@@ -156,7 +157,10 @@ def up(config: StackConfig, main: Path = ROOT / "__main__.py") -> dict[str, Any]
         if str(main.parent) not in sys.path:
             sys.path.insert(0, str(main.parent))
         runpy.run_path(str(main), run_name="__main__")
-        outputs.update(await pulumi.Output.from_input(get_root_resource().outputs).future())
+        root = get_root_resource()
+        assert root is not None, "the program registered no stack"
+        stack_outputs = await pulumi.Output.from_input(root.outputs).future()  # type: ignore[attr-defined]
+        outputs.update(stack_outputs or {})
 
     _sync_await(run_pulumi_func(program))
     return outputs
@@ -475,7 +479,7 @@ def create_event_rule(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Out
 
 
 def delete_event_rule(e: Engine, id_: str, _: Outputs) -> None:
-    bus, _, rule = id_.rpartition("/")
+    bus, _slash, rule = id_.rpartition("/")
     _ignore_missing(
         lambda: e.client("events").delete_rule(Name=rule, EventBusName=bus or "default", Force=True)
     )

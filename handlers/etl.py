@@ -172,7 +172,9 @@ def acquire(
     except ClientError as exc:
         if aws_code(exc) != "ConditionalCheckFailedException":
             raise
-        item = exc.response.get("Item") or _table().get_item(  # type: ignore[typeddict-item]
+        # ReturnValuesOnConditionCheckFailure puts the item that failed the condition here.
+        old: dict[str, Any] | None = exc.response.get("Item")  # type: ignore[assignment]
+        item = old or _table().get_item(
             TableName=config.control_table, Key={"id": {"S": ref.identity}}, ConsistentRead=True
         ).get("Item")
     if item is None:  # expired by TTL between the two calls: try once more
@@ -240,7 +242,8 @@ def process_with_powertools(config: EtlSettings, ref: ObjectRef, context: Any) -
     idempotency, produce_once = _powertools(config)
     if context is not None:
         idempotency.register_lambda_context(context)
-    return produce_once(obj={**ref.as_dict(), "identity": ref.identity})  # type: ignore[no-any-return]
+    result: dict[str, Any] = produce_once(obj={**ref.as_dict(), "identity": ref.identity})
+    return result
 
 
 _POWERTOOLS: dict[str, tuple[Any, Any]] = {}  # by repr(settings): they hold a dict

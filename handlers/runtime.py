@@ -23,7 +23,9 @@ def client(service: str) -> Any:
     from botocore.config import Config
 
     # Retries are the caller's business: a throttle must surface so the event is redelivered.
-    return boto3.client(service, config=Config(retries={"max_attempts": 3, "mode": "standard"}))
+    # Service names are dynamic here; boto3-stubs type clients per literal name.
+    retries = Config(retries={"max_attempts": 3, "mode": "standard"})
+    return boto3.client(service, config=retries)  # type: ignore[call-overload]
 
 
 def log(level: str, message: str, **fields: Any) -> None:

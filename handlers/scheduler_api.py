@@ -43,19 +43,19 @@ def serve(event: dict[str, Any], config: scheduler.SchedulerSettings) -> dict[st
                 body = json.loads(event.get("body") or "")
             except json.JSONDecodeError as exc:
                 raise BadEvent(f"the body is not JSON: {exc.msg}") from None
-            message, created = scheduler.register(config, body, headers.get("idempotency-key"))
+            registered, created = scheduler.register(config, body, headers.get("idempotency-key"))
             log(
                 "INFO",
                 "registered" if created else "registration replayed",
-                id=message["id"],
-                status=message["status"],
+                id=registered["id"],
+                status=registered["status"],
             )
-            return respond(201 if created else 200, public(message))
+            return respond(201 if created else 200, public(registered))
         if method == "GET" and message_id:
-            message = scheduler.get(config, message_id)
+            found = scheduler.get(config, message_id)
             return (
-                respond(200, public(message))
-                if message
+                respond(200, public(found))
+                if found
                 else respond(404, {"message": "no such message"})
             )
         if method == "DELETE" and message_id:

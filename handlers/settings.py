@@ -15,9 +15,7 @@ import json
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any, Self, TypeVar
-
-V = TypeVar("V")
+from typing import Any, Self
 
 
 class SettingsError(RuntimeError):
@@ -32,7 +30,7 @@ class Settings:
         return {field.name: field.name.upper() for field in dataclasses.fields(cls)}
 
     @classmethod
-    def environment(cls, **values: V) -> dict[str, V]:
+    def environment(cls, **values: Any) -> dict[str, Any]:
         """The environment for these settings, every field given by name (values may be
         Pulumi inputs; `encode` turns plain ints, bools and dicts into strings)."""
         names = cls.variables()

@@ -97,4 +97,4 @@ class Checkpoints:
         )
 
     def redrive(self, execution_arn: str) -> dict[str, Any]:
-        return self.sfn.redrive_execution(executionArn=execution_arn)
+        return dict(self.sfn.redrive_execution(executionArn=execution_arn))
