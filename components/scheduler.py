@@ -196,20 +196,18 @@ class Scheduler(pulumi.ComponentResource):
         args.validate()
         super().__init__("exactly-once:index:Scheduler", name, {}, opts)
         self.table = self._table(name)
-        targets = self._channels(name, args, self.table)
+        targets = self._channels(name, args)
         self.clock_function = self._clock(name)
-        self.state_machine = self._waiter(name, self.table, targets, self.clock_function)
+        self.state_machine = self._waiter(name, targets)
         environment = SchedulerSettings.environment(
             table=self.table.name,
             state_machine_arn=self.state_machine.arn,
             window_seconds=encode(args.window_minutes * 60),
         )
         self.dlq = dead_letter_queue(name, self)
-        self.url, self.api_key = self._api(name, args, environment, self.table, self.state_machine)
-        self.sweep_function = self._sweep(name, args, environment, self.table, self.state_machine)
-        self.starter_function = self._stream_starter(
-            name, environment, self.table, self.state_machine, self.dlq
-        )
+        self.url, self.api_key = self._api(name, args, environment)
+        self.sweep_function = self._sweep(name, args, environment)
+        self.starter_function = self._stream_starter(name, environment)
         self.register_outputs(
             {
                 "table": self.table.name,
@@ -249,9 +247,7 @@ class Scheduler(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _channels(
-        self, name: str, args: SchedulerArgs, table: aws.dynamodb.Table
-    ) -> dict[str, pulumi.Output[str]]:
+    def _channels(self, name: str, args: SchedulerArgs) -> dict[str, pulumi.Output[str]]:
         """Channel -> target ARN, each stored as an INVOKER item the API looks up."""
         targets = {
             channel: target.arn
@@ -262,7 +258,7 @@ class Scheduler(pulumi.ComponentResource):
         for channel, arn in targets.items():
             aws.dynamodb.TableItem(
                 f"{name}-channel-{channel}",
-                table_name=table.name,
+                table_name=self.table.name,
                 hash_key="pk",
                 item=arn.apply(functools.partial(_invoker_item, channel)),
                 opts=pulumi.ResourceOptions(parent=self),
@@ -281,13 +277,8 @@ class Scheduler(pulumi.ComponentResource):
             parent=self,
         ).function
 
-    def _waiter(
-        self,
-        name: str,
-        table: aws.dynamodb.Table,
-        targets: dict[str, pulumi.Output[str]],
-        clock: aws.lambda_.Function,
-    ) -> aws.sfn.StateMachine:
+    def _waiter(self, name: str, targets: dict[str, pulumi.Output[str]]) -> aws.sfn.StateMachine:
+        table, clock = self.table, self.clock_function
         return state_machine(
             f"{name}-waiter",
             pulumi.Output.all(table.name, clock.arn).apply(
@@ -301,14 +292,10 @@ class Scheduler(pulumi.ComponentResource):
         )
 
     def _api(
-        self,
-        name: str,
-        args: SchedulerArgs,
-        environment: Mapping[str, pulumi.Input[str]],
-        table: aws.dynamodb.Table,
-        machine: aws.sfn.StateMachine,
+        self, name: str, args: SchedulerArgs, environment: Mapping[str, pulumi.Input[str]]
     ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """The register API: its function and REST API; (url, api key)."""
+        table, machine = self.table, self.state_machine
         function = handler_function(
             f"{name}-api",
             handler="handlers.scheduler_api.handler",
@@ -325,14 +312,10 @@ class Scheduler(pulumi.ComponentResource):
         return self._rest_api(name, args, function)
 
     def _sweep(
-        self,
-        name: str,
-        args: SchedulerArgs,
-        environment: Mapping[str, pulumi.Input[str]],
-        table: aws.dynamodb.Table,
-        machine: aws.sfn.StateMachine,
+        self, name: str, args: SchedulerArgs, environment: Mapping[str, pulumi.Input[str]]
     ) -> aws.lambda_.Function:
         """Moves due RESERVED messages to STANDBY and starts STANDBY ones the stream missed."""
+        table, machine = self.table, self.state_machine
         function = handler_function(
             f"{name}-sweep",
             handler="handlers.scheduler.sweep_handler",
@@ -353,18 +336,13 @@ class Scheduler(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         invoke_from_rule(f"{name}-sweep", rule, function, self)
-
         return function
 
     def _stream_starter(
-        self,
-        name: str,
-        environment: Mapping[str, pulumi.Input[str]],
-        table: aws.dynamodb.Table,
-        machine: aws.sfn.StateMachine,
-        dlq: aws.sqs.Queue,
+        self, name: str, environment: Mapping[str, pulumi.Input[str]]
     ) -> aws.lambda_.Function:
         """Starts one waiting execution per STANDBY message, named by its id."""
+        table, machine, dlq = self.table, self.state_machine, self.dlq
         starter = handler_function(
             f"{name}-starter",
             handler="handlers.scheduler.stream_handler",

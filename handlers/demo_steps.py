@@ -8,7 +8,6 @@ step raise, as a flaky external API would.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any
 
 from handlers.errors import Retryable
@@ -22,17 +21,12 @@ class StepSettings(Settings):
     counter_table: str
 
 
-@functools.cache
-def settings() -> StepSettings:
-    return StepSettings.from_env()
-
-
 class StepFailed(Retryable):
     """The injected failure of a flaky step."""
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return run(settings(), event)
+    return run(StepSettings.current(), event)
 
 
 def run(config: StepSettings, event: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,6 @@ in its fires table, and counts repeat invokes (`repeats`) it suppressed;
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from typing import Any
 
@@ -18,13 +17,8 @@ class TargetSettings(Settings):
     fires_table: str
 
 
-@functools.cache
-def settings() -> TargetSettings:
-    return TargetSettings.from_env()
-
-
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return fire(settings(), event)
+    return fire(TargetSettings.current(), event)
 
 
 def fire(config: TargetSettings, event: dict[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,6 @@ reason and one DLQ message however often it is delivered; it is never half-writt
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import time
 import typing
@@ -46,11 +45,6 @@ class EtlSettings(Settings):
     record_ttl_seconds: int
     schema: dict[str, str]  # see handlers.csv_transform
     fault_injection: FaultInjection  # a test hook: "" on every real stack
-
-
-@functools.cache
-def settings() -> EtlSettings:
-    return EtlSettings.from_env()
 
 
 IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
@@ -307,7 +301,7 @@ def process_deterministically(config: EtlSettings, ref: ObjectRef) -> dict[str, 
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    return process_event(settings(), event, context)
+    return process_event(EtlSettings.current(), event, context)
 
 
 def process_event(config: EtlSettings, event: Any, context: Any) -> dict[str, Any]:

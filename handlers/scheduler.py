@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import hashlib
 import json
 import math
@@ -49,11 +48,6 @@ class SchedulerSettings(Settings):
     table: str
     state_machine_arn: str
     window_seconds: int
-
-
-@functools.cache
-def settings() -> SchedulerSettings:
-    return SchedulerSettings.from_env()
 
 
 class Status(StrEnum):
@@ -296,7 +290,7 @@ def sweep(
 
 
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:
-    return sweep(settings(), context=context)
+    return sweep(SchedulerSettings.current(), context=context)
 
 
 # -- the stream starter: one execution per STANDBY message, named by its id ---------------
@@ -332,7 +326,7 @@ def start(config: SchedulerSettings, image: dict[str, Any], context: Any) -> Out
 
 
 def stream_handler(event: Any, context: Any) -> dict[str, Any]:
-    return start_records(settings(), event, context)
+    return start_records(SchedulerSettings.current(), event, context)
 
 
 def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def public(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return serve(event, scheduler.settings())
+    return serve(event, scheduler.SchedulerSettings.current())
 
 
 def serve(event: dict[str, Any], config: scheduler.SchedulerSettings) -> dict[str, Any]:

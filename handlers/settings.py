@@ -2,7 +2,7 @@
 
 A component sets a function's environment with `SomeSettings.environment(field=value, ...)`
 (every field, by name, checked); the handler reads it back once per cold start with
-`SomeSettings.from_env()`. A field's variable is its name in capitals. There are no
+`SomeSettings.current()`. A field's variable is its name in capitals. There are no
 defaults on the handler side, so the component's defaults are the only ones; a variable
 that is missing or malformed fails the cold start with its name, instead of running with
 a value nobody chose. Tests construct settings directly.
@@ -15,7 +15,7 @@ import json
 import os
 import typing
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Self, cast
 
 
 class SettingsError(RuntimeError):
@@ -42,6 +42,13 @@ class Settings:
         return {names[name]: value for name, value in values.items()}
 
     @classmethod
+    def current(cls) -> Self:
+        """This function's settings, read from the environment once per cold start."""
+        if cls not in _CURRENT:
+            _CURRENT[cls] = cls.from_env()
+        return cast(Self, _CURRENT[cls])
+
+    @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Self:
         env = os.environ if env is None else env
         types = typing.get_type_hints(cls)
@@ -56,6 +63,9 @@ class Settings:
             except ValueError as exc:
                 raise SettingsError(f"{variable}={env[variable]!r}: {exc}") from None
         return cls(**values)
+
+
+_CURRENT: dict[type[Settings], Settings] = {}  # one sandbox serves one invocation at a time
 
 
 def encode(value: str | int | bool | Mapping[str, Any]) -> str:

@@ -30,13 +30,8 @@ class StarterSettings(Settings):
         return key_extractor(self.key_strategy)
 
 
-@functools.cache
-def settings() -> StarterSettings:
-    return StarterSettings.from_env()
-
-
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    return start(event, context, settings())
+    return start(event, context, StarterSettings.current())
 
 
 def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:

@@ -28,10 +28,10 @@ from deploy.clients import (
     invoke,
     invoke_raw,
     keys,
-    log_lines,
     new_tag,
     steady,
 )
+from tests.e2e.retries import retry_warning, started_once_by_the_retry
 
 pytestmark = pytest.mark.faults
 STORM = int(os.environ.get("STORM_SIZE", "60"))
@@ -103,14 +103,10 @@ def test_a_throttled_start_is_retried_by_lambda_and_starts_once(stack: dict[str,
         eventually(lambda: n() == SDK_ATTEMPTS, timeout=60)
         # THEN the starter raised instead of calling it a duplicate or dead-lettering it
         assert executions(out["stateMachineArn"], tag) == []
-        warned = eventually(
-            lambda: [line for line in log_lines(out["functionName"]) if tag in line]
-        )
-        assert "ThrottlingException" in warned[0] and "will be retried" in warned[0]
+        warned = retry_warning(out, tag)
+        assert "ThrottlingException" in warned and "will be retried" in warned
         # AND Lambda's asynchronous retry (about a minute later) starts it, once
-        eventually(lambda: executions(out["stateMachineArn"], tag), timeout=150, interval=2)
-    assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=3) == 1
-    assert [m for m in drain(out["dlqUrl"], wait=0) if tag in json.dumps(m)] == []
+        started_once_by_the_retry(out, tag)
 
 
 def test_a_throttled_api_start_is_429_retryable_and_the_retry_starts_once(

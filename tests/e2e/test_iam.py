@@ -30,12 +30,12 @@ from deploy.clients import (
     invoke,
     invoke_raw,
     keys,
-    log_lines,
     new_tag,
     steady,
 )
 from ops.checkpoints import Checkpoints
 from tests.e2e import iam
+from tests.e2e.retries import retry_warning, started_once_by_the_retry
 
 
 @pytest.fixture(autouse=True)
@@ -69,13 +69,11 @@ def test_a_starter_refused_start_execution_is_retried_never_lost(stack: dict[str
             # THEN StartExecution is refused with AccessDenied, and the starter raised (so
             # Lambda retries it) instead of calling it a duplicate or dead-lettering it
             eventually(denied, timeout=60)
-            warned = eventually(lambda: [ln for ln in log_lines(out["functionName"]) if tag in ln])
-            assert "AccessDeniedException" in warned[0] and "will be retried" in warned[0]
+            warned = retry_warning(out, tag)
+            assert "AccessDeniedException" in warned and "will be retried" in warned
             assert executions(out["stateMachineArn"], tag) == []
         # AND once the role is fixed, Lambda's asynchronous retry starts it, once
-        eventually(lambda: executions(out["stateMachineArn"], tag), timeout=150, interval=2)
-    assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=3) == 1
-    assert [m for m in drain(out["dlqUrl"], wait=0) if tag in json.dumps(m)] == []
+        started_once_by_the_retry(out, tag)
 
 
 # -- a state machine role -------------------------------------------------------------------
