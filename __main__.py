@@ -6,6 +6,8 @@ deployed when its config key is present (see Pulumi.<stack>.yaml).
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 
 from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
@@ -19,6 +21,7 @@ from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from components.provider import aws_provider
 from components.resumable import ResumableWorkflow, ResumableWorkflowArgs
 from components.scheduler import Scheduler, SchedulerArgs
+from demo import workflow as demo_workflow
 
 config = pulumi.Config()
 region = pulumi.Config("aws").get("region") or "us-east-1"
@@ -26,6 +29,15 @@ endpoint = config.get("endpoint") or None
 opts = pulumi.ResourceOptions(provider=aws_provider("aws", region, endpoint))
 pulumi.export("region", region)
 pulumi.export("endpoint", endpoint or "")
+
+
+def demo_target(starter_config: dict[str, Any]) -> dict[str, Any]:
+    """`demoWorkflow: true` in a starter's config targets the demo workflow (demo/workflow.py);
+    otherwise the config names the target (`stateMachineArn` or `definition`)."""
+    if starter_config.pop("demoWorkflow", False):
+        return {"definition": demo_workflow.definition()}
+    return {}
+
 
 name_dedup = config.get_object("nameDedup")
 api_starter = config.get_object("apiStarter")
@@ -40,7 +52,9 @@ if name_dedup is not None or api_starter is not None:
 if name_dedup is not None:
     starter = NameDedupStarter(
         "name-dedup",
-        args_from_config(NameDedupStarterArgs, name_dedup, bucket_name=uploads.bucket),
+        args_from_config(
+            NameDedupStarterArgs, name_dedup, bucket_name=uploads.bucket, **demo_target(name_dedup)
+        ),
         opts,
     )
     pulumi.export(
@@ -67,6 +81,7 @@ if name_dedup_keys is not None:
             NameDedupStarterArgs,
             name_dedup_keys,
             event_pattern=s3_object_created_pattern(*[b.bucket for b in key_buckets]),
+            **demo_target(name_dedup_keys),
         ),
         opts,
     )
@@ -88,6 +103,7 @@ if api_starter is not None:
             ApiGatewayStarterArgs,
             api_starter,
             bucket_name=uploads.bucket if forward_uploads else None,
+            **demo_target(api_starter),
         ),
         opts,
     )

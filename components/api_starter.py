@@ -24,7 +24,12 @@ from components import api_templates
 from components.event_patterns import s3_object_created_pattern
 from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
 from components.rest_api import api_key
-from components.state_machines import StateMachineType, require_standard, target_state_machine
+from components.state_machines import (
+    StateMachineType,
+    require_standard,
+    require_target,
+    target_state_machine,
+)
 
 PATH = "start"
 Authorization = Literal["API_KEY", "AWS_IAM"]  # never open
@@ -56,6 +61,7 @@ class ApiGatewayStarterArgs:
 
     def validate(self) -> None:
         require_standard(self.state_machine_type, "ApiGatewayStarter")
+        require_target(self.state_machine_arn, self.definition, "ApiGatewayStarter")
         api_templates.key_expression(self.key_source)  # raises on a bad key source
         if self.authorization not in typing.get_args(Authorization):
             raise ValueError(

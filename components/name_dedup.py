@@ -19,6 +19,7 @@ from components.state_machines import (
     StateMachineType,
     executions_of,
     require_standard,
+    require_target,
     target_state_machine,
 )
 from handlers.executions import REUSE_POLICIES, ReusePolicy
@@ -54,8 +55,7 @@ class NameDedupStarterArgs:
             )
         if (self.bucket_name is None) == (self.event_pattern is None):
             raise ValueError("give exactly one of bucket_name and event_pattern")
-        if self.state_machine_arn is not None and self.definition is not None:
-            raise ValueError("give state_machine_arn or definition, not both")
+        require_target(self.state_machine_arn, self.definition, "NameDedupStarter")
 
 
 class NameDedupStarter(pulumi.ComponentResource):

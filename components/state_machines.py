@@ -1,4 +1,4 @@
-"""Target state machines: the STANDARD-only rule, and the demo workflow the local stack runs."""
+"""Target state machines: the STANDARD-only rule, an explicit target, a scoped role."""
 
 from __future__ import annotations
 
@@ -23,22 +23,17 @@ def require_standard(workflow_type: str, component: str) -> None:
         )
 
 
-def demo_definition(wait_seconds: int = 2) -> dict[str, Any]:
-    """Waits, then fails when the input's `key` contains 'fail' (to exercise retries)."""
-    return {
-        "Comment": "Demo target: succeeds unless the key contains 'fail'",
-        "StartAt": "Work",
-        "States": {
-            "Work": {"Type": "Wait", "Seconds": wait_seconds, "Next": "Check"},
-            "Check": {
-                "Type": "Choice",
-                "Choices": [{"Variable": "$.key", "StringMatches": "*fail*", "Next": "Failed"}],
-                "Default": "Done",
-            },
-            "Failed": {"Type": "Fail", "Error": "DemoFailure", "Cause": "key contains 'fail'"},
-            "Done": {"Type": "Succeed"},
-        },
-    }
+def require_target(
+    arn: pulumi.Input[str] | None, definition: object | None, component: str
+) -> None:
+    """A starter starts the caller's workflow: refuse to guess one."""
+    if arn is None and definition is None:
+        raise ValueError(
+            f"{component} needs a target: give state_machine_arn (an existing STANDARD state "
+            "machine) or definition (the ASL of one to create)"
+        )
+    if arn is not None and definition is not None:
+        raise ValueError(f"{component}: give state_machine_arn or definition, not both")
 
 
 def state_machine(
@@ -65,11 +60,12 @@ def target_state_machine(
     definition: pulumi.Input[str] | dict[str, Any] | None,
     parent: pulumi.Resource,
 ) -> pulumi.Output[str]:
-    """The ARN of the given state machine, or of one created from `definition`
-    (the demo workflow when there is neither)."""
+    """The ARN of the given state machine, or of one created from `definition` (exactly
+    one is given: `require_target`)."""
     if arn is not None:
         return pulumi.Output.from_input(arn)
-    return state_machine(f"{name}-workflow", definition or demo_definition(), parent).arn
+    assert definition is not None
+    return state_machine(f"{name}-workflow", definition, parent).arn
 
 
 def executions_of(state_machine_arn: pulumi.Output[str]) -> pulumi.Output[str]:

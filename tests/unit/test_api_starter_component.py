@@ -10,8 +10,12 @@ from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from deploy.localstack_engine import unwrap_secrets
 from tests.unit.pulumi_harness import run
 
+WORKFLOW = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
+
 
 def deploy(**kwargs: object):
+    if "state_machine_arn" not in kwargs:
+        kwargs["definition"] = WORKFLOW
     return run(lambda: ApiGatewayStarter("api", ApiGatewayStarterArgs(**kwargs)))  # type: ignore[arg-type]
 
 
@@ -73,4 +77,10 @@ def test_s3_events_are_forwarded_through_eventbridge_with_the_api_key() -> None:
 )
 def test_bad_args_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        ApiGatewayStarterArgs(**kwargs).validate()
+        ApiGatewayStarterArgs(**kwargs, definition=WORKFLOW).validate()
+
+
+def test_a_starter_without_a_target_is_refused_naming_both_ways_to_give_one() -> None:
+    with pytest.raises(ValueError, match="needs a target") as refused:
+        ApiGatewayStarterArgs().validate()
+    assert "state_machine_arn" in str(refused.value) and "definition" in str(refused.value)

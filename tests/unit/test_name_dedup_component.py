@@ -9,8 +9,12 @@ import pytest
 from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from tests.unit.pulumi_harness import run
 
+WORKFLOW = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
+
 
 def deploy(**kwargs: object) -> object:
+    if "state_machine_arn" not in kwargs:
+        kwargs["definition"] = WORKFLOW
     args = NameDedupStarterArgs(bucket_name="uploads", **kwargs)  # type: ignore[arg-type]
     return run(lambda: NameDedupStarter("nd", args))
 
@@ -59,18 +63,26 @@ def test_an_existing_state_machine_is_used_as_given() -> None:
 
 def test_express_is_refused() -> None:
     with pytest.raises(ValueError, match="EXPRESS workflows do not deduplicate"):
-        NameDedupStarterArgs(bucket_name="b", state_machine_type="EXPRESS").validate()
+        NameDedupStarterArgs(
+            bucket_name="b", state_machine_type="EXPRESS", definition=WORKFLOW
+        ).validate()
 
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"bucket_name": "b", "key_strategy": "nope"}, "unknown key strategy"),
-        ({"bucket_name": "b", "reuse_policy": "ALLOW_ALL"}, "reuse_policy"),
-        ({}, "exactly one of bucket_name and event_pattern"),
+        ({"bucket_name": "b", "key_strategy": "nope", "definition": WORKFLOW}, "unknown key"),
+        ({"bucket_name": "b", "reuse_policy": "ALLOW_ALL", "definition": WORKFLOW}, "reuse_policy"),
+        ({"definition": WORKFLOW}, "exactly one of bucket_name and event_pattern"),
         ({"bucket_name": "b", "state_machine_arn": "arn", "definition": {}}, "not both"),
     ],
 )
 def test_bad_args_are_refused_with_a_reason(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         NameDedupStarterArgs(**kwargs).validate()
+
+
+def test_a_starter_without_a_target_is_refused_naming_both_ways_to_give_one() -> None:
+    with pytest.raises(ValueError, match="needs a target") as refused:
+        NameDedupStarterArgs(bucket_name="b").validate()
+    assert "state_machine_arn" in str(refused.value) and "definition" in str(refused.value)
