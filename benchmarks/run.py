@@ -231,7 +231,6 @@ def bench_etl(objects: int = 60) -> dict[str, Any]:
                 control_table="control",
                 record_ttl_seconds=7 * 24 * 3600,
                 schema=dict(DEFAULT_SCHEMA),
-                fault_injection="",
             )
             events = []
             for i in range(objects):

@@ -19,20 +19,27 @@ from components.functions import (
 )
 from components.tables import key_table
 from handlers.csv_transform import DEFAULT_SCHEMA, check_schema
-from handlers.etl import STRATEGIES, EtlSettings, FaultInjection, Strategy
+from handlers.etl import STRATEGIES, EtlSettings, Strategy
 from handlers.runtime import LogLevel
 from handlers.settings import encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
 Trigger = Literal["notification", "eventbridge"]
+# A test stack's fault -> the entry point that injects it (handlers/fault_hooks.py); real
+# stacks run the handler itself.
+FaultInjection = Literal["", "crash-after-staging"]
+FAULT_HANDLERS: dict[str, str] = {
+    "": "handlers.etl.handler",
+    "crash-after-staging": "handlers.fault_hooks.etl_crash_after_staging",
+}
 TRIGGERS: tuple[Trigger, ...] = typing.get_args(Trigger)
 
 
 @dataclasses.dataclass
 class IdempotentEtlArgs:
     """`strategy`: deterministic | control-record | powertools. `trigger`: an S3
-    notification (default) or an EventBridge rule. `fault_injection` is a test hook
-    ('crash-after-staging'); leave it empty outside test stacks."""
+    notification (default) or an EventBridge rule. `fault_injection` is for test stacks
+    ('crash-after-staging': the handler runs through handlers/fault_hooks.py)."""
 
     strategy: Strategy = "control-record"
     trigger: Trigger = "notification"
@@ -84,13 +91,13 @@ class IdempotentEtl(pulumi.ComponentResource):
         # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
         # needs the 404: on the input, so a vanished version is dead-lettered with its
         # reason instead of retried as a denial; on the output where it looks for a
-        # published output (deterministic) or the crash hook for its staging object.
+        # published output (deterministic) or the crash fault for its staging object.
         listed = [self.input_bucket.arn]
         if args.strategy == "deterministic" or args.fault_injection:
             listed.append(self.output_bucket.arn)
         transform = handler_function(
             f"{name}-transform",
-            handler="handlers.etl.handler",
+            handler=FAULT_HANDLERS[args.fault_injection],
             statements=[
                 allow(["s3:ListBucket"], listed),
                 allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
@@ -113,7 +120,6 @@ class IdempotentEtl(pulumi.ComponentResource):
                     control_table=self.control_table.name,
                     record_ttl_seconds=encode(args.record_ttl_days * 24 * 3600),
                     schema=encode(args.schema),
-                    fault_injection=args.fault_injection,
                 ),
                 "DLQ_URL": self.dlq.url,
                 "LOG_LEVEL": args.log_level,

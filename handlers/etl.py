@@ -19,7 +19,6 @@ reason and one DLQ message however often it is delivered; it is never half-writt
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import typing
 from typing import Any, Literal
@@ -32,7 +31,6 @@ from handlers.settings import Settings
 
 Strategy = Literal["deterministic", "control-record", "powertools"]
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
-FaultInjection = Literal["", "crash-after-staging"]
 STAGING_PREFIX = "_staging/"
 
 
@@ -44,7 +42,6 @@ class EtlSettings(Settings):
     control_table: str
     record_ttl_seconds: int
     schema: dict[str, str]  # see handlers.csv_transform
-    fault_injection: FaultInjection  # a test hook: "" on every real stack
 
 
 IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
@@ -73,13 +70,9 @@ def produce(config: EtlSettings, ref: ObjectRef) -> str:
     body = transform(data, config.schema)
     key = output_key(config, ref)
     staging = STAGING_PREFIX + key
-    crash = _crash_armed(config, ref, staging)
     s3.put_object(
         Bucket=config.output_bucket, Key=staging, Body=body, ContentType="application/x-ndjson"
     )
-    if crash:
-        log("ERROR", "fault injection: crashing after staging", staging=staging)
-        os._exit(137)  # as if the sandbox were killed: no cleanup, no error report
     try:
         s3.copy_object(
             Bucket=config.output_bucket,
@@ -95,20 +88,6 @@ def produce(config: EtlSettings, ref: ObjectRef) -> str:
         return key
     s3.delete_object(Bucket=config.output_bucket, Key=staging)
     return key
-
-
-def _crash_armed(config: EtlSettings, ref: ObjectRef, staging: str) -> bool:
-    """Test hook (env config.fault_injection=crash-after-staging, never set on AWS stacks):
-    crash once for keys containing 'crash-once', i.e. when no earlier run staged."""
-    if config.fault_injection != "crash-after-staging" or "crash-once" not in ref.key:
-        return False
-    try:
-        client("s3").head_object(Bucket=config.output_bucket, Key=staging)
-    except ClientError as exc:
-        if aws_code(exc) in ("404", "NoSuchKey", "NotFound"):
-            return True
-        raise
-    return False
 
 
 # -- control records -----------------------------------------------------------------

@@ -46,7 +46,6 @@ def settings(strategy: str) -> etl.EtlSettings:
         control_table="control",
         record_ttl_seconds=7 * 24 * 3600,
         schema=dict(DEFAULT_SCHEMA),
-        fault_injection="",
     )
 
 
@@ -220,3 +219,30 @@ def test_deterministic_redelivery_stops_at_the_published_output(
     assert etl.process_event(config, event, context())["results"][0]["status"] == "WRITTEN"
     monkeypatch.setattr(etl, "produce", lambda config, ref: pytest.fail("rewrote an output"))
     assert etl.process_event(config, event, context())["results"][0]["status"] == "DUPLICATE"
+
+
+def test_the_crash_fault_kills_the_first_run_after_staging_and_the_retry_publishes_once(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from handlers import fault_hooks
+
+    class Killed(BaseException):  # what os._exit would do to the sandbox
+        pass
+
+    def die() -> None:
+        raise Killed
+
+    monkeypatch.setattr(fault_hooks, "_die", die)
+    fault_hooks.arm_crash_after_staging()
+    config = settings("deterministic")
+    event = notification(f"in/{fault_hooks.CRASH_MARK}.csv")
+    with pytest.raises(Killed):
+        etl.process_event(config, event, context("first"))
+    assert [key for key in outputs() if not key.startswith("_staging/")] == []
+    # the redelivery finds its staging object: no crash, one output
+    assert etl.process_event(config, event, context("retry"))["results"][0]["status"] == "WRITTEN"
+    [output] = outputs()
+    assert output.startswith(f"out/in/{fault_hooks.CRASH_MARK}.csv.")
+    # an unmarked key never crashes
+    other = etl.process_event(config, notification("in/plain.csv"), context("other"))
+    assert other["results"][0]["status"] == "WRITTEN"

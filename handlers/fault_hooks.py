@@ -1,0 +1,54 @@
+"""Test-stack entry points: an unchanged production handler with a fault injected around it.
+
+A component selects one of these instead of its handler only when a test stack asks for a
+fault (`IdempotentEtlArgs.fault_injection`); no production handler imports this module.
+Faults are injected through botocore's event hooks on the handler's own clients, so the
+code under test is exactly what a real stack runs.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from handlers import etl
+from handlers.errors import ClientError, aws_code
+from handlers.runtime import client, log
+
+CRASH_MARK = "crash-once"  # only keys with this in them crash, and only on their first run
+
+
+def _die() -> None:
+    os._exit(137)  # as if the sandbox were killed: no cleanup, no error report
+
+
+def _first_staging(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """Before a staging PUT of a marked key: crash after it unless an earlier run staged."""
+    key = str(params.get("Key", ""))
+    if not key.startswith(etl.STAGING_PREFIX) or CRASH_MARK not in key:
+        return
+    try:
+        client("s3").head_object(Bucket=params["Bucket"], Key=key)
+    except ClientError as exc:
+        if aws_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+            raise
+        context["crash_after_put"] = key
+
+
+def _crash_after_put(context: dict[str, Any], **_: Any) -> None:
+    if "crash_after_put" in context:
+        log("ERROR", "fault injection: crashing after staging", staging=context["crash_after_put"])
+        _die()
+
+
+def arm_crash_after_staging() -> None:
+    events = client("s3").meta.events
+    events.register("before-parameter-build.s3.PutObject", _first_staging, "crash-staging")
+    events.register("after-call.s3.PutObject", _crash_after_put, "crash-put")
+
+
+def etl_crash_after_staging(event: Any, context: Any) -> dict[str, Any]:
+    """The ETL handler, dying right after staging the first time a marked key is processed
+    (the retry must then publish exactly once)."""
+    arm_crash_after_staging()  # idempotent: botocore keeps one handler per unique id
+    return etl.handler(event, context)
