@@ -59,6 +59,9 @@ class ApiGatewayStarterArgs:
     throttle_rate_limit: float = 100
     throttle_burst_limit: int = 200
 
+    def __post_init__(self) -> None:
+        self.validate()  # bad args fail where they are written, with the reason
+
     def validate(self) -> None:
         require_standard(self.state_machine_type, "ApiGatewayStarter")
         require_target(self.state_machine_arn, self.definition, "ApiGatewayStarter")

@@ -51,6 +51,9 @@ class IdempotentEtlArgs:
     log_level: LogLevel = "INFO"
     fault_injection: FaultInjection = ""
 
+    def __post_init__(self) -> None:
+        self.validate()  # bad args fail where they are written, with the reason
+
     def validate(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")

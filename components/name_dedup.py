@@ -46,6 +46,9 @@ class NameDedupStarterArgs:
     log_level: LogLevel = "INFO"
     timeout: int = 30
 
+    def __post_init__(self) -> None:
+        self.validate()  # bad args fail where they are written, with the reason
+
     def validate(self) -> None:
         require_standard(self.state_machine_type, "NameDedupStarter")
         key_extractor(self.key_strategy)  # raises on an unknown strategy

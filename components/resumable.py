@@ -35,6 +35,9 @@ class ResumableWorkflowArgs:
     steps: list[WorkflowStep]
     key_path: str = "$.orderId"
 
+    def __post_init__(self) -> None:
+        self.validate()  # bad args fail where they are written, with the reason
+
     def validate(self) -> None:
         placeholder = [resumable_asl.Step(step.name, "arn") for step in self.steps]
         resumable_asl.validate(placeholder, self.key_path)

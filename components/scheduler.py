@@ -170,6 +170,9 @@ class SchedulerArgs:
     window_minutes: int = 65
     stage_name: str = "v1"
 
+    def __post_init__(self) -> None:
+        self.validate()  # bad args fail where they are written, with the reason
+
     def validate(self) -> None:
         if not self.channels:
             raise ValueError("a scheduler needs at least one channel")
