@@ -27,21 +27,21 @@ POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
 Trigger = Literal["notification", "eventbridge"]
 # A test stack's fault -> the entry point that injects it (handlers/fault_hooks.py); real
 # stacks run the handler itself.
-FaultInjection = Literal["", "crash-after-staging"]
+FaultInjection = Literal["", "crash-after-put"]
 FAULT_HANDLERS: dict[str, str] = {
     "": "handlers.etl.handler",
-    "crash-after-staging": "handlers.fault_hooks.etl_crash_after_staging",
+    "crash-after-put": "handlers.fault_hooks.etl_crash_after_put",
 }
 TRIGGERS: tuple[Trigger, ...] = typing.get_args(Trigger)
 
 
 @dataclasses.dataclass
 class IdempotentEtlArgs:
-    """`strategy`: deterministic | control-record | powertools. `trigger`: an S3
+    """`strategy`: conditional-write | deterministic | control-record | powertools. `trigger`: an S3
     notification (default) or an EventBridge rule. `fault_injection` is for test stacks
-    ('crash-after-staging': the handler runs through handlers/fault_hooks.py)."""
+    ('crash-after-put': the handler runs through handlers/fault_hooks.py)."""
 
-    strategy: Strategy = "control-record"
+    strategy: Strategy = "conditional-write"
     trigger: Trigger = "notification"
     schema: dict[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SCHEMA))
     output_prefix: str = "out/"
@@ -98,22 +98,25 @@ class IdempotentEtl(pulumi.ComponentResource):
         listed = [self.input_bucket.arn]
         if args.strategy == "deterministic" or args.fault_injection:
             listed.append(self.output_bucket.arn)
+        # A conditional write only PUTs (no staging copy, no delete, no read back); the
+        # crash fault also HEADs what it is about to write.
+        if args.strategy == "conditional-write":
+            written = ["s3:GetObject", "s3:PutObject"] if args.fault_injection else ["s3:PutObject"]
+        else:
+            written = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+        # Every strategy records a malformed input's FAILED record; only the lock-based
+        # ones read, update and delete records.
+        recorded = ["dynamodb:PutItem"]
+        if args.strategy in ("control-record", "powertools"):
+            recorded = ["dynamodb:GetItem", *recorded, "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
         transform = handler_function(
             f"{name}-transform",
             handler=FAULT_HANDLERS[args.fault_injection],
             statements=[
                 allow(["s3:ListBucket"], listed),
                 allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
-                allow(["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], [objects_out]),
-                allow(
-                    [
-                        "dynamodb:GetItem",
-                        "dynamodb:PutItem",
-                        "dynamodb:UpdateItem",
-                        "dynamodb:DeleteItem",
-                    ],
-                    [self.control_table.arn],
-                ),
+                allow(written, [objects_out]),
+                allow(recorded, [self.control_table.arn]),
             ],
             environment={
                 **EtlSettings.environment(

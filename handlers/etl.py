@@ -1,10 +1,15 @@
 """Pattern 5, the idempotent S3 ETL: one output per input object version, however often it runs.
 
 Every strategy transforms the exact object version named by the event, builds the
-whole output in memory, stages it, then publishes it under a key derived from the
-input (`<prefix><key>.<version or ETag>.jsonl`) with one atomic CopyObject. So a
-crash leaves at most a staging object, which the retry overwrites and removes.
-Strategies (env config.strategy):
+whole output in memory and publishes it under a key derived from the input
+(`<prefix><key>.<version or ETag>.jsonl`). Strategies (`EtlSettings.strategy`):
+- conditional-write: one `PutObject(IfNoneMatch="*")` straight to the output key. S3
+  writes it only if no object has that key: the first writer wins, a duplicate gets
+  412 PreconditionFailed (a DUPLICATE), a concurrent conditional write may get 409
+  ConditionalRequestConflict (retried). No table, no HEAD, no staging; a PUT is atomic,
+  so a crash leaves no partial output.
+The others stage the output, then publish it with one atomic CopyObject (a crash leaves
+at most a staging object, which the retry overwrites and removes):
 - deterministic: no table; a redelivery finds the output under its derived key and
   stops there, and a concurrent duplicate rewrites the same bytes under the same key.
 - control-record: a DynamoDB record per object version, IN_PROGRESS (a lock that
@@ -29,7 +34,7 @@ from handlers.runtime import client, dead_letter, log
 from handlers.s3_events import ObjectRef, object_refs
 from handlers.settings import Settings
 
-Strategy = Literal["deterministic", "control-record", "powertools"]
+Strategy = Literal["conditional-write", "deterministic", "control-record", "powertools"]
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
 STAGING_PREFIX = "_staging/"
 
@@ -57,17 +62,22 @@ def output_key(config: EtlSettings, ref: ObjectRef) -> str:
 
 
 # -- the work itself ------------------------------------------------------------------
-def produce(config: EtlSettings, ref: ObjectRef) -> str:
-    """Read exactly this version, transform, stage, publish atomically; the output key."""
-    s3 = client("s3")
+def render(config: EtlSettings, ref: ObjectRef) -> bytes:
+    """Read exactly this version and transform it (BadInput if it is gone or malformed)."""
     version = {"VersionId": ref.version_id} if ref.version_id else {}
     try:
-        data = s3.get_object(Bucket=ref.bucket, Key=ref.key, **version)["Body"].read()
+        data = client("s3").get_object(Bucket=ref.bucket, Key=ref.key, **version)["Body"].read()
     except ClientError as exc:
         if aws_code(exc) in ("NoSuchKey", "NoSuchVersion"):
             raise BadInput(f"s3://{ref.bucket}/{ref.key} ({ref.revision}) is gone") from exc
         raise
-    body = transform(data, config.schema)
+    return transform(data, config.schema)
+
+
+def produce(config: EtlSettings, ref: ObjectRef) -> str:
+    """Render, stage, publish atomically; the output key."""
+    s3 = client("s3")
+    body = render(config, ref)
     key = output_key(config, ref)
     staging = STAGING_PREFIX + key
     s3.put_object(
@@ -258,8 +268,33 @@ def _remaining_ms(context: Any) -> int:
     return context.get_remaining_time_in_millis() if context is not None else 60_000
 
 
+# -- conditional write -----------------------------------------------------------------
+def process_conditionally(config: EtlSettings, ref: ObjectRef) -> dict[str, Any]:
+    """The first writer of the output key wins (see the module docstring)."""
+    key = output_key(config, ref)
+    output = f"s3://{config.output_bucket}/{key}"
+    try:
+        client("s3").put_object(
+            Bucket=config.output_bucket,
+            Key=key,
+            Body=render(config, ref),
+            ContentType="application/x-ndjson",
+            IfNoneMatch="*",
+        )
+    except ClientError as exc:
+        code = aws_code(exc)
+        if code == "PreconditionFailed":  # the output exists: this run is a duplicate
+            return {"status": DUPLICATE, "output": output}
+        if code == "ConditionalRequestConflict":  # a concurrent write of it: S3 says retry
+            raise InProgress(f"{ref.identity}: a concurrent write of {key}; retry later") from exc
+        raise
+    return {"status": WRITTEN, "output": output}
+
+
 # -- entry point -----------------------------------------------------------------------
 def process(config: EtlSettings, ref: ObjectRef, context: Any) -> dict[str, Any]:
+    if config.strategy == "conditional-write":
+        return process_conditionally(config, ref)
     if config.strategy == "control-record":
         return process_with_control_record(config, ref, context)
     if config.strategy == "powertools":

@@ -22,10 +22,11 @@ def _die() -> None:
     os._exit(137)  # as if the sandbox were killed: no cleanup, no error report
 
 
-def _first_staging(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
-    """Before a staging PUT of a marked key: crash after it unless an earlier run staged."""
+def _first_put(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+    """Before a PUT of a marked key (a staging object, or a conditional-write output):
+    crash after it unless an earlier run wrote it."""
     key = str(params.get("Key", ""))
-    if not key.startswith(etl.STAGING_PREFIX) or CRASH_MARK not in key:
+    if CRASH_MARK not in key:
         return
     try:
         client("s3").head_object(Bucket=params["Bucket"], Key=key)
@@ -37,18 +38,18 @@ def _first_staging(params: dict[str, Any], context: dict[str, Any], **_: Any) ->
 
 def _crash_after_put(context: dict[str, Any], **_: Any) -> None:
     if "crash_after_put" in context:
-        log("ERROR", "fault injection: crashing after staging", staging=context["crash_after_put"])
+        log("ERROR", "fault injection: crashing after a PUT", key=context["crash_after_put"])
         _die()
 
 
-def arm_crash_after_staging() -> None:
+def arm_crash_after_put() -> None:
     events = client("s3").meta.events
-    events.register("before-parameter-build.s3.PutObject", _first_staging, "crash-staging")
+    events.register("before-parameter-build.s3.PutObject", _first_put, "crash-first-put")
     events.register("after-call.s3.PutObject", _crash_after_put, "crash-put")
 
 
-def etl_crash_after_staging(event: Any, context: Any) -> dict[str, Any]:
-    """The ETL handler, dying right after staging the first time a marked key is processed
-    (the retry must then publish exactly once)."""
-    arm_crash_after_staging()  # idempotent: botocore keeps one handler per unique id
+def etl_crash_after_put(event: Any, context: Any) -> dict[str, Any]:
+    """The ETL handler, dying right after its first PUT of a marked key's output (staged,
+    or written conditionally): the retry must then publish exactly once."""
+    arm_crash_after_put()  # idempotent: botocore keeps one handler per unique id
     return etl.handler(event, context)

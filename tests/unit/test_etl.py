@@ -87,7 +87,7 @@ def test_each_strategy_writes_one_output_however_often_it_runs(
     body = runtime.client("s3").get_object(Bucket="out-bucket", Key=key)["Body"].read()
     assert json.loads(body) == {"amount": 2.5, "id": 1, "name": "alpha"}
     done = [r for r in records() if r["status"]["S"] in ("COMPLETE", "COMPLETED")]
-    assert len(done) == (0 if strategy == "deterministic" else 1)
+    assert len(done) == (0 if strategy in ("deterministic", "conditional-write") else 1)
 
 
 def test_control_record_reports_duplicates(
@@ -221,8 +221,9 @@ def test_deterministic_redelivery_stops_at_the_published_output(
     assert etl.process_event(config, event, context())["results"][0]["status"] == "DUPLICATE"
 
 
-def test_the_crash_fault_kills_the_first_run_after_staging_and_the_retry_publishes_once(
-    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("strategy", ["deterministic", "conditional-write"])
+def test_the_crash_fault_kills_the_first_run_after_its_put_and_the_retry_publishes_once(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, strategy: str
 ) -> None:
     from handlers import fault_hooks
 
@@ -233,16 +234,37 @@ def test_the_crash_fault_kills_the_first_run_after_staging_and_the_retry_publish
         raise Killed
 
     monkeypatch.setattr(fault_hooks, "_die", die)
-    fault_hooks.arm_crash_after_staging()
-    config = settings("deterministic")
+    config = settings(strategy)
     event = notification(f"in/{fault_hooks.CRASH_MARK}.csv")
+    fault_hooks.arm_crash_after_put()  # after the upload: the fault is for the ETL's PUTs
     with pytest.raises(Killed):
         etl.process_event(config, event, context("first"))
-    assert [key for key in outputs() if not key.startswith("_staging/")] == []
-    # the redelivery finds its staging object: no crash, one output
-    assert etl.process_event(config, event, context("retry"))["results"][0]["status"] == "WRITTEN"
+    published = [key for key in outputs() if not key.startswith("_staging/")]
+    # staged: nothing published yet; conditional: the PUT was atomic, the output is whole
+    assert len(published) == (1 if strategy == "conditional-write" else 0)
+    # the redelivery does not crash (its key was written before) and one output stands
+    retried = etl.process_event(config, event, context("retry"))["results"][0]["status"]
+    assert retried == ("DUPLICATE" if strategy == "conditional-write" else "WRITTEN")
     [output] = outputs()
     assert output.startswith(f"out/in/{fault_hooks.CRASH_MARK}.csv.")
     # an unmarked key never crashes
     other = etl.process_event(config, notification("in/plain.csv"), context("other"))
     assert other["results"][0]["status"] == "WRITTEN"
+
+
+def test_a_concurrent_conditional_write_is_retried_never_a_duplicate(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.stub import Stubber
+
+    [ref] = object_refs(notification("in/race.csv"))
+    monkeypatch.setattr(etl, "render", lambda config, ref: b"{}\n")
+    config, s3 = settings("conditional-write"), runtime.client("s3")
+    with Stubber(s3) as stub:
+        # S3: "If a concurrent operation occurs during the upload S3 returns a 409
+        # ConditionalRequestConflict response. On a 409 failure you should retry"
+        stub.add_client_error("put_object", "ConditionalRequestConflict", http_status_code=409)
+        with pytest.raises(etl.InProgress):  # Retryable: redelivered, never a DUPLICATE
+            etl.process_conditionally(config, ref)
+        stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
+        assert etl.process_conditionally(config, ref)["status"] == "DUPLICATE"
