@@ -24,6 +24,14 @@ from handlers.runtime import LogLevel
 from handlers.settings import encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
+# PutObject's IfNoneMatch arrived in botocore 1.35.16; the SDK a Lambda runtime includes
+# varies by runtime and region (Lambda developer guide, "Runtime-included SDK versions"),
+# so the conditional-write function carries its own.
+CONDITIONAL_WRITE_SDK = ("boto3>=1.35.16",)
+REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    "powertools": POWERTOOLS,
+    "conditional-write": CONDITIONAL_WRITE_SDK,
+}
 Trigger = Literal["notification", "eventbridge"]
 # A test stack's fault -> the entry point that injects it (handlers/fault_hooks.py); real
 # stacks run the handler itself.
@@ -134,7 +142,7 @@ class IdempotentEtl(pulumi.ComponentResource):
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
             memory_size=args.memory_size,
-            requirements=POWERTOOLS if args.strategy == "powertools" else (),
+            requirements=REQUIREMENTS.get(args.strategy, ()),
             parent=self,
         )
         self.function = transform.function
