@@ -124,14 +124,28 @@ if etl_config is not None:
     etl_outputs = {}
     for entry in etl_config if isinstance(etl_config, list) else [etl_config]:
         etl_name = entry.pop("name", "etl")
-        etl = IdempotentEtl(etl_name, args_from_config(IdempotentEtlArgs, entry), opts)
+        fixed: dict[str, Any] = {}
+        if entry.pop("demoOwnBucket", False):
+            # A bucket the ETL does not own, as a team's existing one would be (demo/test
+            # support: the ETL is given its name, never creates or reconfigures it).
+            own = secure_bucket(
+                f"{etl_name}-teams-bucket",
+                versioned=True,
+                eventbridge=True,
+                force_destroy=True,
+                opts=opts,
+            )
+            fixed["input_bucket_name"] = own.bucket
+        args = args_from_config(IdempotentEtlArgs, entry, **fixed)
+        etl = IdempotentEtl(etl_name, args, opts)
         etl_outputs[etl_name] = {
-            "inputBucket": etl.input_bucket.bucket,
-            "outputBucket": etl.output_bucket.bucket,
+            "inputBucket": etl.input_bucket_name,
+            "inputPrefix": args.input_prefix,
+            "outputBucket": etl.output_bucket_name,
             "controlTable": etl.control_table.name,
             "functionName": etl.function.name,
             "dlqUrl": etl.dlq.url,
-            "strategy": entry.get("strategy", "control-record"),
+            "strategy": args.strategy,
         }
     pulumi.export("etl", etl_outputs)
 

@@ -58,6 +58,13 @@ class IdempotentEtlArgs:
     memory_size: int = 512
     log_level: LogLevel = "INFO"
     fault_injection: FaultInjection = ""
+    input_bucket_name: pulumi.Input[str] | None = None
+    """An existing input bucket (yours: its notification configuration stays yours, so
+    the trigger is EventBridge; turn on its EventBridge notifications). None: create one."""
+    input_prefix: str = ""
+    """Only objects under this key prefix are transformed (and may be read)."""
+    output_bucket_name: pulumi.Input[str] | None = None
+    """An existing output bucket. None: create one."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -70,11 +77,16 @@ class IdempotentEtlArgs:
         check_schema(self.schema)
         if self.fault_injection not in typing.get_args(FaultInjection):
             raise ValueError(f"unknown fault_injection {self.fault_injection!r}")
+        if self.input_bucket_name is not None and self.trigger != "eventbridge":
+            raise ValueError(
+                "an existing input bucket's notification configuration is its owner's: use "
+                "trigger='eventbridge' and turn on the bucket's EventBridge notifications"
+            )
 
 
 class IdempotentEtl(pulumi.ComponentResource):
-    input_bucket: aws.s3.Bucket
-    output_bucket: aws.s3.Bucket
+    input_bucket_name: pulumi.Output[str]
+    output_bucket_name: pulumi.Output[str]
     control_table: aws.dynamodb.Table
     function: aws.lambda_.Function
     dlq: aws.sqs.Queue
@@ -85,9 +97,20 @@ class IdempotentEtl(pulumi.ComponentResource):
         args.validate()
         super().__init__("exactly-once:index:IdempotentEtl", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
-        # Versioned input: every upload of a key is a distinct version to transform once.
-        self.input_bucket = secure_bucket(f"{name}-in", self, versioned=True, force_destroy=True)
-        self.output_bucket = secure_bucket(f"{name}-out", self, force_destroy=True)
+        # A created input is versioned: every upload of a key is a version to transform once
+        # (an unversioned bucket of yours works too: each write is told apart by its ETag).
+        created_in = (
+            secure_bucket(f"{name}-in", self, versioned=True, force_destroy=True)
+            if args.input_bucket_name is None
+            else None
+        )
+        self.input_bucket_name, input_arn = self._bucket(args.input_bucket_name, created_in)
+        created_out = (
+            secure_bucket(f"{name}-out", self, force_destroy=True)
+            if args.output_bucket_name is None
+            else None
+        )
+        self.output_bucket_name, output_arn = self._bucket(args.output_bucket_name, created_out)
         self.control_table = key_table(
             f"{name}-control",
             self,
@@ -96,16 +119,16 @@ class IdempotentEtl(pulumi.ComponentResource):
             point_in_time_recovery=True,
         )
         self.dlq = dead_letter_queue(name, self)
-        objects_in = self.input_bucket.arn.apply(lambda arn: f"{arn}/*")
-        objects_out = self.output_bucket.arn.apply(lambda arn: f"{arn}/*")
+        objects_in = input_arn.apply(lambda arn: f"{arn}/{args.input_prefix}*")
+        objects_out = output_arn.apply(lambda arn: f"{arn}/*")
         # S3 answers a missing key with 404 only to a caller that may list the bucket, and
         # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
         # needs the 404: on the input, so a vanished version is dead-lettered with its
         # reason instead of retried as a denial; on the output where it looks for a
         # published output (deterministic) or the crash fault for its staging object.
-        listed = [self.input_bucket.arn]
+        listed = [input_arn]
         if args.strategy == "deterministic" or args.fault_injection:
-            listed.append(self.output_bucket.arn)
+            listed.append(output_arn)
         # A conditional write only PUTs (no staging copy, no delete, no read back); the
         # crash fault also HEADs what it is about to write.
         if args.strategy == "conditional-write":
@@ -129,7 +152,7 @@ class IdempotentEtl(pulumi.ComponentResource):
             environment={
                 **EtlSettings.environment(
                     strategy=args.strategy,
-                    output_bucket=self.output_bucket.bucket,
+                    output_bucket=self.output_bucket_name,
                     output_prefix=args.output_prefix,
                     control_table=self.control_table.name,
                     record_ttl_seconds=encode(args.record_ttl_days * 24 * 3600),
@@ -152,35 +175,51 @@ class IdempotentEtl(pulumi.ComponentResource):
                 action="lambda:InvokeFunction",
                 function=self.function.name,
                 principal="s3.amazonaws.com",
-                source_arn=self.input_bucket.arn,
+                source_arn=input_arn,
                 opts=child,
             )
             aws.s3.BucketNotification(
                 f"{name}-notification",
-                bucket=self.input_bucket.id,
+                bucket=self.input_bucket_name,
                 lambda_functions=[
                     aws.s3.BucketNotificationLambdaFunctionArgs(
-                        lambda_function_arn=self.function.arn, events=["s3:ObjectCreated:*"]
+                        lambda_function_arn=self.function.arn,
+                        events=["s3:ObjectCreated:*"],
+                        filter_prefix=args.input_prefix or None,
                     )
                 ],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
             )
         else:
-            aws.s3.BucketNotification(
-                f"{name}-events", bucket=self.input_bucket.id, eventbridge=True, opts=child
-            )
+            if created_in is not None:  # an existing bucket's owner turns EventBridge on
+                aws.s3.BucketNotification(
+                    f"{name}-events", bucket=created_in.id, eventbridge=True, opts=child
+                )
             rule = aws.cloudwatch.EventRule(
                 f"{name}-rule",
-                event_pattern=s3_object_created_pattern(self.input_bucket.bucket),
+                event_pattern=s3_object_created_pattern(
+                    self.input_bucket_name, key_prefix=args.input_prefix
+                ),
                 opts=child,
             )
             invoke_from_rule(name, rule, self.function, self, self.dlq)
         self.register_outputs(
             {
-                "inputBucket": self.input_bucket.bucket,
-                "outputBucket": self.output_bucket.bucket,
+                "inputBucket": self.input_bucket_name,
+                "outputBucket": self.output_bucket_name,
                 "controlTable": self.control_table.name,
                 "functionName": self.function.name,
                 "dlqUrl": self.dlq.url,
             }
         )
+
+    def _bucket(
+        self, existing: pulumi.Input[str] | None, created: aws.s3.Bucket | None
+    ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """(name, ARN) of a bucket given by name or created by this component."""
+        if created is not None:
+            return created.bucket, created.arn
+        assert existing is not None
+        partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self)).partition
+        name = pulumi.Output.from_input(existing)
+        return name, pulumi.Output.all(partition, name).apply(lambda v: f"arn:{v[0]}:s3:::{v[1]}")

@@ -147,11 +147,11 @@ def api_starter(out: dict[str, Any], objects: int) -> Row:
 
 
 def etl(name: str, out: dict[str, Any], objects: int) -> Row:
-    row = Row(f"5 ETL {out['strategy']}")
-    tag = new_tag()
+    row = Row(f"5 ETL {name.removeprefix('etl-')}")
+    tag, prefix = new_tag(), out["inputPrefix"]
     events = []
     for i in range(objects):
-        key = f"in/{tag}/{i}.csv"
+        key = f"{prefix}in/{tag}/{i}.csv"
         put = client("s3").put_object(
             Bucket=out["inputBucket"], Key=key, Body=b"id,name,amount\n1,a,2\n"
         )
@@ -161,7 +161,8 @@ def etl(name: str, out: dict[str, Any], objects: int) -> Row:
         with ThreadPoolExecutor(6) as pool:
             results = list(pool.map(lambda e: invoke_raw(out["functionName"], e), events * 2))
         row.duplicates = len(results)
-        row.produced = settle(lambda: len(keys(out["outputBucket"], f"out/in/{tag}/")), objects)
+        written = f"out/{prefix}in/{tag}/"
+        row.produced = settle(lambda: len(keys(out["outputBucket"], written)), objects)
     return row
 
 

@@ -135,6 +135,8 @@ class Engine(pulumi.runtime.Mocks):
             }, []
         if args.token == "aws:index/getRegion:getRegion":
             return {"name": self.region, "region": self.region, "id": self.region}, []
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
         raise UnsupportedResource(f"the LocalStack engine cannot serve invoke {args.token!r}")
 
 

@@ -63,13 +63,20 @@ def output_key(config: EtlSettings, ref: ObjectRef) -> str:
 
 # -- the work itself ------------------------------------------------------------------
 def render(config: EtlSettings, ref: ObjectRef) -> bytes:
-    """Read exactly this version and transform it (BadInput if it is gone or malformed)."""
-    version = {"VersionId": ref.version_id} if ref.version_id else {}
+    """Read exactly this version and transform it (BadInput if it is gone or malformed).
+    In an unversioned bucket "this version" is the write with the event's ETag: read only
+    if the object still has it, never a later write under this write's output name."""
+    exact = {"VersionId": ref.version_id} if ref.version_id else {"IfMatch": ref.revision}
     try:
-        data = client("s3").get_object(Bucket=ref.bucket, Key=ref.key, **version)["Body"].read()
+        data = client("s3").get_object(Bucket=ref.bucket, Key=ref.key, **exact)["Body"].read()
     except ClientError as exc:
         if aws_code(exc) in ("NoSuchKey", "NoSuchVersion"):
             raise BadInput(f"s3://{ref.bucket}/{ref.key} ({ref.revision}) is gone") from exc
+        if aws_code(exc) == "PreconditionFailed":
+            raise BadInput(
+                f"s3://{ref.bucket}/{ref.key} was overwritten before {ref.revision} was read "
+                "(an unversioned bucket keeps no old writes); the newer write has its own event"
+            ) from exc
         raise
     return transform(data, config.schema)
 

@@ -171,3 +171,19 @@ def test_a_malformed_csv_gets_an_error_record_and_a_dlq_entry_and_no_output(
     [record] = [i for i in items if i["id"]["S"].startswith("failed#") and tag in i["id"]["S"]]
     assert record["status"]["S"] == "FAILED"
     assert outputs(etl, tag) == [] and staged(etl, tag) == []
+
+
+def test_a_teams_own_bucket_is_transformed_under_its_prefix_only(stack: dict[str, Any]) -> None:
+    # GIVEN an ETL given a bucket it does not own (EventBridge on, set by its owner) and a
+    # key prefix
+    etl = stack["etl"]["etl-teams-bucket"]
+    assert etl["inputPrefix"] == "incoming/"
+    tag = new_tag()
+    # WHEN one object lands under the prefix and one beside it
+    upload(etl, f"incoming/{tag}.csv")
+    upload(etl, f"elsewhere/{tag}.csv")
+    # THEN the first is transformed once, the second never read
+    [output] = eventually(lambda: keys(etl["outputBucket"], f"out/incoming/{tag}"))
+    assert read_lines(etl, output) == EXPECTED
+    assert steady(lambda: keys(etl["outputBucket"], "out/elsewhere/"), seconds=3) == []
+    assert len(steady(lambda: keys(etl["outputBucket"], f"out/incoming/{tag}"), seconds=2)) == 1

@@ -61,7 +61,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list]:
-        return {"accountId": ACCOUNT, "name": REGION, "region": REGION}, []
+        return {"accountId": ACCOUNT, "name": REGION, "region": REGION, "partition": "aws"}, []
 
     def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
         return [r for r in self.resources if r.typ == typ]

@@ -268,3 +268,26 @@ def test_a_concurrent_conditional_write_is_retried_never_a_duplicate(
             etl.process_conditionally(config, ref)
         stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
         assert etl.process_conditionally(config, ref)["status"] == "DUPLICATE"
+
+
+def test_an_overwritten_write_in_an_unversioned_bucket_is_never_read_under_its_name(
+    world: dict[str, str],
+) -> None:
+    s3 = runtime.client("s3")
+    s3.create_bucket(Bucket="plain")  # not versioned: events carry the ETag only
+    first = s3.put_object(Bucket="plain", Key="in/a.csv", Body=CSV)
+    s3.put_object(Bucket="plain", Key="in/a.csv", Body=CSV + b"2,beta,3\n")
+    event = events.notification("plain", "in/a.csv", etag=first["ETag"])
+    [result] = etl.process_event(settings("conditional-write"), event, context())["results"]
+    assert result["status"] == "REJECTED" and "overwritten" in result["reason"]
+    assert outputs() == []  # the newer write is transformed on its own event
+
+
+def test_a_write_in_an_unversioned_bucket_is_read_by_its_etag(world: dict[str, str]) -> None:
+    s3 = runtime.client("s3")
+    s3.create_bucket(Bucket="plain")
+    put = s3.put_object(Bucket="plain", Key="in/a.csv", Body=CSV)
+    event = events.notification("plain", "in/a.csv", etag=put["ETag"])  # unquoted, as S3 sends
+    [result] = etl.process_event(settings("conditional-write"), event, context())["results"]
+    assert result["status"] == "WRITTEN"
+    assert outputs() == [f"out/in/a.csv.{put['ETag'].strip(chr(34))}.jsonl"]
