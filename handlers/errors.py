@@ -14,12 +14,7 @@ AWS errors are botocore `ClientError`s; `aws_code` reads their code, so call sit
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from botocore.exceptions import ClientError
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
 
 __all__ = [
     "BadEvent",
@@ -30,7 +25,7 @@ __all__ = [
     "Permanent",
     "Retryable",
     "aws_code",
-    "is_aws_error",
+    "object_missing",
 ]
 
 
@@ -63,6 +58,6 @@ def aws_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def is_aws_error(exc: BaseException, codes: Iterable[str]) -> bool:
-    """Whether `exc` is an AWS error with one of these codes."""
-    return isinstance(exc, ClientError) and aws_code(exc) in set(codes)
+def object_missing(exc: ClientError) -> bool:
+    """Whether S3 says the object is not there (HeadObject has no body: a bare 404)."""
+    return aws_code(exc) in ("404", "NoSuchKey", "NotFound")

@@ -29,7 +29,7 @@ import typing
 from typing import Any, Literal
 
 from handlers.csv_transform import transform
-from handlers.errors import BadInput, ClientError, Permanent, Retryable, aws_code
+from handlers.errors import BadInput, ClientError, Permanent, Retryable, aws_code, object_missing
 from handlers.runtime import client, dead_letter, log
 from handlers.s3_events import ObjectRef, object_refs
 from handlers.settings import Settings
@@ -315,7 +315,7 @@ def process_deterministically(config: EtlSettings, ref: ObjectRef) -> dict[str, 
     try:
         client("s3").head_object(Bucket=config.output_bucket, Key=key)
     except ClientError as exc:
-        if aws_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+        if not object_missing(exc):
             raise
         return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{produce(config, ref)}"}
     return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}

@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from handlers import etl
-from handlers.errors import ClientError, aws_code
+from handlers.errors import ClientError, object_missing
 from handlers.runtime import client, log
 
 CRASH_MARK = "crash-once"  # only keys with this in them crash, and only on their first run
@@ -31,7 +31,7 @@ def _first_put(params: dict[str, Any], context: dict[str, Any], **_: Any) -> Non
     try:
         client("s3").head_object(Bucket=params["Bucket"], Key=key)
     except ClientError as exc:
-        if aws_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+        if not object_missing(exc):
             raise
         context["crash_after_put"] = key
 
