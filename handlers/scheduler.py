@@ -62,9 +62,6 @@ class Status(StrEnum):
     CANCELLED = "CANCELLED"
 
 
-RESERVED, STANDBY, CANCELLED = Status.RESERVED, Status.STANDBY, Status.CANCELLED
-
-
 # -- validation ------------------------------------------------------------------------
 def publish_time(value: Any, now: float) -> float:
     """Epoch seconds from a number or an ISO 8601 string with a time zone."""
@@ -141,7 +138,9 @@ def register(
     if target is None:
         raise BadEvent(f"unknown channel {fields['channel']!r}")
     message_id = message_id_for(idempotency_key)
-    status = STANDBY if fields["publish_at"] <= now + config.window_seconds else RESERVED
+    status = (
+        Status.STANDBY if fields["publish_at"] <= now + config.window_seconds else Status.RESERVED
+    )
     fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
     item = {
         **message_key(message_id),
@@ -215,11 +214,11 @@ def transition(
 
 def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
     """Cancel a RESERVED or STANDBY message; its Wait, if started, is stopped too."""
-    if not transition(config, message_id, (RESERVED, STANDBY), CANCELLED):
+    if not transition(config, message_id, (Status.RESERVED, Status.STANDBY), Status.CANCELLED):
         message = get(config, message_id)
         if message is None:
             raise NotFound(f"no message {message_id}")
-        if message["status"] == CANCELLED:
+        if message["status"] == Status.CANCELLED:
             return message
         raise Conflict(f"message is {message['status']}; only RESERVED or STANDBY can be cancelled")
     # The Claim step would refuse to fire anyway; stopping the Wait just ends it early.
@@ -273,17 +272,17 @@ def sweep(
     now = time.time() if now is None else now
     horizon = now + config.window_seconds
     standby = restarted = 0
-    for message_id in _due(config, STANDBY, horizon):
+    for message_id in _due(config, Status.STANDBY, horizon):
         standby += 1
         key = message_key(message_id)
         item = _ddb().get_item(TableName=config.table, Key=key, ConsistentRead=True)
         image = item.get("Item")
-        if image and image["status"]["S"] == STANDBY:
+        if image and image["status"]["S"] == Status.STANDBY:
             restarted += start(config, image, context).status == "STARTED"
     read = moved = 0
-    for message_id in _due(config, RESERVED, horizon):
+    for message_id in _due(config, Status.RESERVED, horizon):
         read += 1
-        moved += transition(config, message_id, (RESERVED,), STANDBY)
+        moved += transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
     result = {"read": read, "moved": moved, "standby": standby, "restarted": restarted}
     log("INFO", "sweep", window_seconds=config.window_seconds, **result)
     return result
@@ -335,7 +334,7 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
     outcomes = []
     for record in event.get("Records", []):
         image = record.get("dynamodb", {}).get("NewImage")
-        if not image or image.get("status", {}).get("S") != STANDBY:
+        if not image or image.get("status", {}).get("S") != Status.STANDBY:
             continue
         outcomes.append(start(config, image, context).status)
     return {"outcomes": outcomes}
