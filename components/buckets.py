@@ -12,10 +12,12 @@ def secure_bucket(
     versioned: bool = False,
     eventbridge: bool = False,
     force_destroy: bool = False,
+    abort_uploads_after_days: int | None = None,
     opts: pulumi.ResourceOptions | None = None,
 ) -> aws.s3.Bucket:
-    """SSE-S3 encryption and a public access block, always; versioning and
-    EventBridge notifications ("Object Created" events on the default bus) on request."""
+    """SSE-S3 encryption and a public access block, always; versioning, EventBridge
+    notifications ("Object Created" events on the default bus) and a lifecycle rule that
+    removes incomplete multipart uploads on request."""
     child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=parent))
     bucket = aws.s3.Bucket(name, force_destroy=force_destroy, opts=child)
     aws.s3.BucketPublicAccessBlock(
@@ -46,6 +48,24 @@ def secure_bucket(
             versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(
                 status="Enabled"
             ),
+            opts=child,
+        )
+    if abort_uploads_after_days is not None:
+        # The parts of an upload that was never completed (its writer crashed) are stored
+        # and billed until aborted (S3 User Guide, mpu-abort-incomplete-mpu-lifecycle-config).
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="abort-incomplete-multipart-uploads",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=abort_uploads_after_days
+                    ),
+                )
+            ],
             opts=child,
         )
     if eventbridge:

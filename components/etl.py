@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
+from pathlib import Path
 from typing import Literal
 
 import pulumi
@@ -18,9 +20,9 @@ from components.functions import (
     invoke_from_rule,
 )
 from components.tables import key_table
-from handlers.csv_transform import DEFAULT_SCHEMA, check_schema
-from handlers.etl import STRATEGIES, EtlSettings, Strategy
+from handlers.etl import LOCKING, STRATEGIES, EtlSettings, Strategy, TransformSettings
 from handlers.runtime import LogLevel
+from handlers.s3_publish import MIN_PART_SIZE
 from handlers.settings import encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
@@ -35,36 +37,61 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
 Trigger = Literal["notification", "eventbridge"]
 # A test stack's fault -> the entry point that injects it (handlers/fault_hooks.py); real
 # stacks run the handler itself.
-FaultInjection = Literal["", "crash-after-put"]
+FaultInjection = Literal["", "crash-after-write"]
 FAULT_HANDLERS: dict[str, str] = {
     "": "handlers.etl.handler",
-    "crash-after-put": "handlers.fault_hooks.etl_crash_after_put",
+    "crash-after-write": "handlers.fault_hooks.etl_crash_after_write",
 }
 TRIGGERS: tuple[Trigger, ...] = typing.get_args(Trigger)
+REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
+# Set by the component; a transform's own environment may not take them.
+RESERVED_VARIABLES = {
+    *EtlSettings.variables().values(),
+    *TransformSettings.variables().values(),
+    "LOG_LEVEL",
+    "POWERTOOLS_SERVICE_NAME",
+}
 
 
 @dataclasses.dataclass
 class IdempotentEtlArgs:
-    """`strategy`: conditional-write | deterministic | control-record | powertools. `trigger`: an S3
-    notification (default) or an EventBridge rule. `fault_injection` is for test stacks
-    ('crash-after-put': the handler runs through handlers/fault_hooks.py)."""
+    """Your transform, run exactly once per input object version."""
 
+    transform: str
+    """`package.module:function` in `transform_source`: `function(source, obj)` reads the
+    input version's bytes from the stream `source` and yields the output's (see
+    handlers/etl.py; examples in examples/etl/etl_transforms)."""
+    transform_source: str
+    """The folder your module is imported from (a relative path is from the Pulumi
+    program's directory); bundled into the function beside the `handlers` package."""
+    transform_requirements: list[str] = dataclasses.field(default_factory=list)
+    """pip requirements of your transform, vendored into the function."""
+    transform_environment: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Your transform's own settings, as environment variables."""
+    output_suffix: str = ""
+    """Appended to each output key `<output_prefix><input key>.<version or ETag>`."""
+    content_type: str = "application/octet-stream"
     strategy: Strategy = "conditional-write"
+    """conditional-write | deterministic | control-record | powertools (docs/idempotent-etl.md)."""
     trigger: Trigger = "notification"
-    schema: dict[str, str] = dataclasses.field(default_factory=lambda: dict(DEFAULT_SCHEMA))
+    """An S3 notification (default) or an EventBridge rule."""
     output_prefix: str = "out/"
     record_ttl_days: int = 7
     timeout: int = 60
     memory_size: int = 512
+    part_size_mb: int = 8
+    """Outputs above this size are multipart uploads of parts this size (S3: >= 5)."""
     log_level: LogLevel = "INFO"
     fault_injection: FaultInjection = ""
+    """Test stacks only: 'crash-after-write' runs the handler through handlers/fault_hooks.py."""
     input_bucket_name: pulumi.Input[str] | None = None
     """An existing input bucket (yours: its notification configuration stays yours, so
     the trigger is EventBridge; turn on its EventBridge notifications). None: create one."""
     input_prefix: str = ""
     """Only objects under this key prefix are transformed (and may be read)."""
     output_bucket_name: pulumi.Input[str] | None = None
-    """An existing output bucket. None: create one."""
+    """An existing output bucket (give it an AbortIncompleteMultipartUpload lifecycle
+    rule, as a created one has). None: create one."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -74,13 +101,38 @@ class IdempotentEtlArgs:
             raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
         if self.trigger not in TRIGGERS:
             raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
-        check_schema(self.schema)
         if self.fault_injection not in typing.get_args(FaultInjection):
             raise ValueError(f"unknown fault_injection {self.fault_injection!r}")
         if self.input_bucket_name is not None and self.trigger != "eventbridge":
             raise ValueError(
                 "an existing input bucket's notification configuration is its owner's: use "
                 "trigger='eventbridge' and turn on the bucket's EventBridge notifications"
+            )
+        if self.part_size_mb * 1024 * 1024 < MIN_PART_SIZE:
+            raise ValueError(f"part_size_mb must be at least 5 (S3), got {self.part_size_mb}")
+        self._validate_transform()
+
+    def _validate_transform(self) -> None:
+        if not REFERENCE.match(self.transform):
+            raise ValueError(f"transform must be 'package.module:function', got {self.transform!r}")
+        source = Path(self.transform_source)
+        if not source.is_dir():
+            raise ValueError(f"transform_source {str(source.resolve())!r} is not a folder")
+        module = source.joinpath(*self.transform.partition(":")[0].split("."))
+        if not (module.with_suffix(".py").is_file() or (module / "__init__.py").is_file()):
+            raise ValueError(
+                f"transform {self.transform!r}: no {module.relative_to(source)}.py "
+                f"(or package) in transform_source {str(source)!r}"
+            )
+        if (source / "handlers").exists():
+            raise ValueError(
+                f"transform_source {str(source)!r} has a 'handlers' folder, which would "
+                "shadow the ETL's own package in the function"
+            )
+        taken = sorted(RESERVED_VARIABLES & set(self.transform_environment))
+        if taken or any(name.startswith("AWS_") for name in self.transform_environment):
+            raise ValueError(
+                f"transform_environment may not set {taken or 'AWS_*'}: the component sets them"
             )
 
 
@@ -106,7 +158,7 @@ class IdempotentEtl(pulumi.ComponentResource):
         )
         self.input_bucket_name, input_arn = self._bucket(args.input_bucket_name, created_in)
         created_out = (
-            secure_bucket(f"{name}-out", self, force_destroy=True)
+            secure_bucket(f"{name}-out", self, force_destroy=True, abort_uploads_after_days=1)
             if args.output_bucket_name is None
             else None
         )
@@ -125,47 +177,55 @@ class IdempotentEtl(pulumi.ComponentResource):
         # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
         # needs the 404: on the input, so a vanished version is dead-lettered with its
         # reason instead of retried as a denial; on the output where it looks for a
-        # published output (deterministic) or the crash fault for its staging object.
-        listed = [input_arn]
+        # published output (deterministic, HEAD needs s3:GetObject) or the crash fault for
+        # what it is about to write.
+        listed, read_out = [input_arn], False
         if args.strategy == "deterministic" or args.fault_injection:
             listed.append(output_arn)
-        # A conditional write only PUTs (no staging copy, no delete, no read back); the
-        # crash fault also HEADs what it is about to write.
-        if args.strategy == "conditional-write":
-            written = ["s3:GetObject", "s3:PutObject"] if args.fault_injection else ["s3:PutObject"]
-        else:
-            written = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]
+            read_out = True
+        # Outputs are PUT (or multipart-uploaded: s3:PutObject covers the upload's create,
+        # parts and completion) straight to their key, never staged, copied or deleted; a
+        # failed multipart upload is aborted.
+        written = ["s3:PutObject", "s3:AbortMultipartUpload"]
+        statements = [
+            allow(["s3:ListBucket"], listed),
+            allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
+            allow(["s3:GetObject", *written] if read_out else written, [objects_out]),
+        ]
+        if args.fault_injection:  # it tells a first run from a retry by the uploads it left
+            statements.append(allow(["s3:ListBucketMultipartUploads"], [output_arn]))
         # Every strategy records a malformed input's FAILED record; only the lock-based
         # ones read, update and delete records.
         recorded = ["dynamodb:PutItem"]
-        if args.strategy in ("control-record", "powertools"):
+        if args.strategy in LOCKING:
             recorded = ["dynamodb:GetItem", *recorded, "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
+        statements.append(allow(recorded, [self.control_table.arn]))
         transform = handler_function(
             f"{name}-transform",
             handler=FAULT_HANDLERS[args.fault_injection],
-            statements=[
-                allow(["s3:ListBucket"], listed),
-                allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
-                allow(written, [objects_out]),
-                allow(recorded, [self.control_table.arn]),
-            ],
+            statements=statements,
             environment={
+                **args.transform_environment,
                 **EtlSettings.environment(
-                    strategy=args.strategy,
                     output_bucket=self.output_bucket_name,
+                    strategy=args.strategy,
                     output_prefix=args.output_prefix,
+                    output_suffix=args.output_suffix,
+                    content_type=args.content_type,
                     control_table=self.control_table.name,
                     record_ttl_seconds=encode(args.record_ttl_days * 24 * 3600),
-                    schema=encode(args.schema),
+                    dlq_url=self.dlq.url,
+                    part_size=encode(args.part_size_mb * 1024 * 1024),
                 ),
-                "DLQ_URL": self.dlq.url,
+                **TransformSettings.environment(transform=args.transform),
                 "LOG_LEVEL": args.log_level,
                 "POWERTOOLS_SERVICE_NAME": name,
             },
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
             memory_size=args.memory_size,
-            requirements=REQUIREMENTS.get(args.strategy, ()),
+            requirements=(*REQUIREMENTS.get(args.strategy, ()), *args.transform_requirements),
+            sources=(args.transform_source,),
             parent=self,
         )
         self.function = transform.function

@@ -112,11 +112,13 @@ def handler_function(
     timeout: int = 30,
     memory_size: int = 256,
     requirements: tuple[str, ...] = (),
+    sources: tuple[str, ...] = (),
     log_retention_days: int = 14,
     reserved_concurrency: int | None = None,
 ) -> HandlerFunction:
-    """A function running `handlers.<module>.<fn>`, its log group and a role allowing
-    only `statements`, its own log writes and (with `dead_letter_arn`) its DLQ."""
+    """A function running `handlers.<module>.<fn>` (with `sources`' modules beside it), its
+    log group and a role allowing only `statements`, its own log writes and (with
+    `dead_letter_arn`) its DLQ."""
     log_group = aws.cloudwatch.LogGroup(
         f"{name}-logs",
         retention_in_days=log_retention_days,
@@ -135,7 +137,7 @@ def handler_function(
         runtime=RUNTIME,
         handler=handler,
         role=role.arn,
-        code=lambda_code(requirements),
+        code=lambda_code(requirements, sources),
         timeout=timeout,
         memory_size=memory_size,
         environment=aws.lambda_.FunctionEnvironmentArgs(variables=dict(environment)),

@@ -1,4 +1,5 @@
-"""The one Lambda code asset build: the `handlers` package plus vendored dependencies.
+"""The one Lambda code asset build: the `handlers` package, a user's own source folders
+(their modules importable from the code root) and vendored dependencies.
 
 Both deploy paths (the Pulumi CLI and the LocalStack engine without it) get their
 code from here, so what runs in LocalStack is byte for byte what AWS would run.
@@ -59,9 +60,16 @@ def _files(base: Path, prefix: str = "") -> list[tuple[Path, str]]:
     ]
 
 
-def build_zip(requirements: tuple[str, ...] = ()) -> Path:
-    """Build (or reuse) the zip for these vendored requirements; return its path."""
+def build_zip(requirements: tuple[str, ...] = (), sources: tuple[str, ...] = ()) -> Path:
+    """Build (or reuse) the zip for these source folders and vendored requirements;
+    return its path."""
     entries = _files(HANDLERS, "handlers/")
+    for source in sources:
+        entries += _files(Path(source).resolve())
+    names = [arcname for _, arcname in entries]
+    if len(set(names)) != len(names):
+        clashes = sorted({name for name in names if names.count(name) > 1})
+        raise ValueError(f"source folders clash with each other or with handlers/: {clashes[:5]}")
     deps = _vendor(requirements)
     if deps:
         entries += _files(deps)
@@ -82,5 +90,7 @@ def build_zip(requirements: tuple[str, ...] = ()) -> Path:
     return out
 
 
-def lambda_code(requirements: tuple[str, ...] = ()) -> pulumi.FileArchive:
-    return pulumi.FileArchive(str(build_zip(requirements)))
+def lambda_code(
+    requirements: tuple[str, ...] = (), sources: tuple[str, ...] = ()
+) -> pulumi.FileArchive:
+    return pulumi.FileArchive(str(build_zip(requirements, sources)))

@@ -264,6 +264,25 @@ def create_bucket_versioning(e: Engine, name: str, i: dict[str, Any]) -> tuple[s
     return i["bucket"], {}
 
 
+def create_bucket_lifecycle(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    rules = []
+    for rule in i["rules"]:
+        entry: dict[str, Any] = {
+            "ID": rule["id"],
+            "Status": rule["status"],
+            "Filter": {"Prefix": (rule.get("filter") or {}).get("prefix", "")},
+        }
+        if abort := rule.get("abortIncompleteMultipartUpload"):
+            entry["AbortIncompleteMultipartUpload"] = {
+                "DaysAfterInitiation": abort["daysAfterInitiation"]
+            }
+        rules.append(entry)
+    e.client("s3").put_bucket_lifecycle_configuration(
+        Bucket=i["bucket"], LifecycleConfiguration={"Rules": rules}
+    )
+    return i["bucket"], {}
+
+
 def create_bucket_notification(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
     notification: dict[str, Any] = {}
     if i.get("eventbridge"):
@@ -812,6 +831,10 @@ HANDLERS: dict[str, tuple[Create, Delete]] = {
         _noop_delete,
     ),
     "aws:s3/bucketVersioning:BucketVersioning": (create_bucket_versioning, _noop_delete),
+    "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration": (
+        create_bucket_lifecycle,
+        _noop_delete,
+    ),
     "aws:s3/bucketNotification:BucketNotification": (
         create_bucket_notification,
         delete_bucket_notification,

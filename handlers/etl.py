@@ -1,52 +1,108 @@
 """Pattern 5, the idempotent S3 ETL: one output per input object version, however often it runs.
 
-Every strategy transforms the exact object version named by the event, builds the
-whole output in memory and publishes it under a key derived from the input
-(`<prefix><key>.<version or ETag>.jsonl`). Strategies (`EtlSettings.strategy`):
-- conditional-write: one `PutObject(IfNoneMatch="*")` straight to the output key. S3
-  writes it only if no object has that key: the first writer wins, a duplicate gets
-  412 PreconditionFailed (a DUPLICATE), a concurrent conditional write may get 409
-  ConditionalRequestConflict (retried). No table, no HEAD, no staging; a PUT is atomic,
-  so a crash leaves no partial output.
-The others stage the output, then publish it with one atomic CopyObject (a crash leaves
-at most a staging object, which the retry overwrites and removes):
-- deterministic: no table; a redelivery finds the output under its derived key and
-  stops there, and a concurrent duplicate rewrites the same bytes under the same key.
-- control-record: a DynamoDB record per object version, IN_PROGRESS (a lock that
-  expires with this invocation's remaining time) then COMPLETE with the output. A
-  concurrent duplicate sees the live lock and fails with a retryable error; a
-  crashed run's lock expires and the next delivery redoes the work.
+A library for any Lambda function, and the component's own handler:
+
+    from handlers.etl import EtlSettings, transform_once
+
+    SETTINGS = EtlSettings(output_bucket="my-outputs", output_suffix=".jsonl.gz", dlq_url=URL)
+
+    def handler(event, context):
+        return transform_once(event, my_transform, SETTINGS, context)
+
+`transform_once` takes an S3 event (notification or EventBridge form, batches included)
+and a transform: a function given a readable stream of the exact object version the
+event names (and its `ObjectRef`), yielding the output's bytes. The output is published
+under a key derived from the input (`<prefix><key>.<version or ETag><suffix>`) as it is
+yielded, in bounded memory (handlers/s3_publish.py: one PUT, or a multipart upload that
+S3 makes visible only when complete), never staged and copied. A transform raises
+`BadInput` for an input no retry can fix; anything else it raises is retried.
+
+Strategies (`EtlSettings.strategy`):
+- conditional-write (default): the output is written with `If-None-Match: *`, so the
+  first writer wins; a duplicate gets 412 (DUPLICATE), a concurrent write 409 (retried).
+  No table, no HEAD.
+- deterministic: a HEAD finds an existing output (DUPLICATE); a concurrent duplicate
+  rewrites the same bytes under the same key, so the transform must be deterministic.
+- control-record: a DynamoDB record per object version, IN_PROGRESS (a lock that expires
+  with this invocation's remaining time) then COMPLETE with the output. A concurrent
+  duplicate sees the live lock and fails with a retryable error; a crashed run's lock
+  expires and the next delivery redoes the work. Use it when the transform has effects
+  beyond its output, or must run once even if its output is deleted.
 - powertools: Powertools for AWS Lambda's idempotency utility on the same table.
-A malformed input gets a FAILED record (id `failed#<object version>`) with the
-reason and one DLQ message however often it is delivered; it is never half-written.
+With a control table, a malformed input gets a FAILED record (id `failed#<object
+version>`) with the reason and one DLQ message however often it is delivered; without
+one, one message per delivery. It is never half-written.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 import time
 import typing
-from typing import Any, Literal
+from collections.abc import Callable, Iterable
+from typing import IO, Any, Literal
 
-from handlers.csv_transform import transform
-from handlers.errors import BadInput, ClientError, Permanent, Retryable, aws_code, object_missing
+from handlers.errors import (
+    BadInput,
+    ClientError,
+    Permanent,
+    Retryable,
+    aws_code,
+    object_missing,
+)
 from handlers.runtime import client, dead_letter, log
 from handlers.s3_events import ObjectRef, object_refs
-from handlers.settings import Settings
+from handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
+from handlers.settings import Settings, SettingsError
+
+__all__ = ["BadInput", "EtlSettings", "ObjectRef", "Transform", "transform_once"]
 
 Strategy = Literal["conditional-write", "deterministic", "control-record", "powertools"]
 STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
-STAGING_PREFIX = "_staging/"
+LOCKING: tuple[Strategy, ...] = ("control-record", "powertools")
+
+Transform = Callable[[IO[bytes], ObjectRef], Iterable[bytes]]
+"""`transform(source, obj)`: the output's bytes, read from `source` (the object version
+`obj` names), yielded in chunks of any size. Raise `BadInput` for an unusable input."""
 
 
 @dataclasses.dataclass(frozen=True)
 class EtlSettings(Settings):
-    strategy: Strategy
+    """Where and how outputs are published. In the component's function these are read
+    from the environment (every one set by the component); in yours, construct them."""
+
     output_bucket: str
-    output_prefix: str
-    control_table: str
-    record_ttl_seconds: int
-    schema: dict[str, str]  # see handlers.csv_transform
+    strategy: Strategy = "conditional-write"
+    output_prefix: str = ""
+    output_suffix: str = ""
+    content_type: str = "application/octet-stream"
+    control_table: str = ""
+    """DynamoDB table (partition key `id`, TTL on `expiration`): required by the locking
+    strategies; with any strategy it keeps a bad input to one DLQ message."""
+    record_ttl_seconds: int = 7 * 24 * 3600
+    dlq_url: str = ""
+    """SQS queue for inputs no retry can fix, with the reason. Without one such an input
+    is raised, so Lambda's own retries and failure destination take the event."""
+    part_size: int = DEFAULT_PART_SIZE
+    """Outputs larger than this are multipart uploads of parts this size (S3: >= 5 MiB)."""
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise SettingsError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        if self.strategy in LOCKING and not self.control_table:
+            raise SettingsError(f"the {self.strategy} strategy needs a control_table")
+        if self.part_size < MIN_PART_SIZE:
+            raise SettingsError(f"part_size must be at least {MIN_PART_SIZE} (S3's minimum)")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformSettings(Settings):
+    """The component's function only: which transform its handler runs."""
+
+    transform: str
+    """`package.module:function`, importable from the function's code."""
 
 
 IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
@@ -58,17 +114,20 @@ class InProgress(Retryable):
 
 
 def output_key(config: EtlSettings, ref: ObjectRef) -> str:
-    return f"{config.output_prefix}{ref.key}.{ref.revision}.jsonl"
+    return f"{config.output_prefix}{ref.key}.{ref.revision}{config.output_suffix}"
 
 
 # -- the work itself ------------------------------------------------------------------
-def render(config: EtlSettings, ref: ObjectRef) -> bytes:
-    """Read exactly this version and transform it (BadInput if it is gone or malformed).
+def produce(
+    config: EtlSettings, ref: ObjectRef, transform: Transform, only_if_absent: bool = False
+) -> str:
+    """Stream exactly this version through the transform into its output; the output key.
     In an unversioned bucket "this version" is the write with the event's ETag: read only
     if the object still has it, never a later write under this write's output name."""
     exact = {"VersionId": ref.version_id} if ref.version_id else {"IfMatch": ref.revision}
+    s3 = client("s3")
     try:
-        data = client("s3").get_object(Bucket=ref.bucket, Key=ref.key, **exact)["Body"].read()
+        source = s3.get_object(Bucket=ref.bucket, Key=ref.key, **exact)["Body"]
     except ClientError as exc:
         if aws_code(exc) in ("NoSuchKey", "NoSuchVersion"):
             raise BadInput(f"s3://{ref.bucket}/{ref.key} ({ref.revision}) is gone") from exc
@@ -78,32 +137,17 @@ def render(config: EtlSettings, ref: ObjectRef) -> bytes:
                 "(an unversioned bucket keeps no old writes); the newer write has its own event"
             ) from exc
         raise
-    return transform(data, config.schema)
-
-
-def produce(config: EtlSettings, ref: ObjectRef) -> str:
-    """Render, stage, publish atomically; the output key."""
-    s3 = client("s3")
-    body = render(config, ref)
     key = output_key(config, ref)
-    staging = STAGING_PREFIX + key
-    s3.put_object(
-        Bucket=config.output_bucket, Key=staging, Body=body, ContentType="application/x-ndjson"
-    )
-    try:
-        s3.copy_object(
-            Bucket=config.output_bucket,
-            Key=key,
-            CopySource={"Bucket": config.output_bucket, "Key": staging},
+    with source:
+        publish(
+            s3,
+            config.output_bucket,
+            key,
+            transform(source, ref),
+            content_type=config.content_type,
+            only_if_absent=only_if_absent,
+            part_size=config.part_size,
         )
-    except ClientError as exc:
-        # A concurrent run of the deterministic strategy published the same bytes and
-        # removed the shared staging object first: done, if the output is there.
-        if aws_code(exc) != "NoSuchKey":
-            raise
-        s3.head_object(Bucket=config.output_bucket, Key=key)
-        return key
-    s3.delete_object(Bucket=config.output_bucket, Key=staging)
     return key
 
 
@@ -212,14 +256,14 @@ def release(config: EtlSettings, ref: ObjectRef, owner: str) -> None:
 
 
 def process_with_control_record(
-    config: EtlSettings, ref: ObjectRef, context: Any
+    config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
 ) -> dict[str, Any]:
     owner = getattr(context, "aws_request_id", "local")
     existing = acquire(config, ref, owner, _remaining_ms(context))
     if existing is not None:
         return {"status": DUPLICATE, "output": existing["output"]["S"]}
     try:
-        key = produce(config, ref)
+        key = produce(config, ref, transform)
     except BaseException:
         release(config, ref, owner)  # a malformed input is recorded apart, under failed#<id>
         raise
@@ -228,15 +272,18 @@ def process_with_control_record(
 
 
 # -- Powertools ------------------------------------------------------------------------
-def process_with_powertools(config: EtlSettings, ref: ObjectRef, context: Any) -> dict[str, Any]:
+def process_with_powertools(
+    config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+) -> dict[str, Any]:
     idempotency, produce_once = _powertools(config)
     if context is not None:
         idempotency.register_lambda_context(context)
-    result: dict[str, Any] = produce_once(obj={**ref.as_dict(), "identity": ref.identity})
+    obj = {**ref.as_dict(), "identity": ref.identity}
+    result: dict[str, Any] = produce_once(obj=obj, transform=transform)
     return result
 
 
-_POWERTOOLS: dict[str, tuple[Any, Any]] = {}  # by repr(settings): they hold a dict
+_POWERTOOLS: dict[str, tuple[Any, Any]] = {}  # by repr(settings)
 
 
 def _powertools(config: EtlSettings) -> tuple[Any, Any]:
@@ -260,12 +307,10 @@ def _powertools(config: EtlSettings) -> tuple[Any, Any]:
         @idempotent_function(
             data_keyword_argument="obj", config=idempotency, persistence_store=persistence
         )
-        def produce_once(obj: dict[str, Any]) -> dict[str, Any]:
+        def produce_once(obj: dict[str, Any], transform: Transform) -> dict[str, Any]:
             ref = ObjectRef(obj["bucket"], obj["key"], obj["version_id"], obj["etag"])
-            return {
-                "status": WRITTEN,
-                "output": f"s3://{config.output_bucket}/{produce(config, ref)}",
-            }
+            key = produce(config, ref, transform)
+            return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}"}
 
         _POWERTOOLS[repr(config)] = (idempotency, produce_once)
     return _POWERTOOLS[repr(config)]
@@ -275,41 +320,27 @@ def _remaining_ms(context: Any) -> int:
     return context.get_remaining_time_in_millis() if context is not None else 60_000
 
 
-# -- conditional write -----------------------------------------------------------------
-def process_conditionally(config: EtlSettings, ref: ObjectRef) -> dict[str, Any]:
+# -- conditional write and deterministic -----------------------------------------------
+def process_conditionally(
+    config: EtlSettings, ref: ObjectRef, transform: Transform
+) -> dict[str, Any]:
     """The first writer of the output key wins (see the module docstring)."""
-    key = output_key(config, ref)
-    output = f"s3://{config.output_bucket}/{key}"
+    output = f"s3://{config.output_bucket}/{output_key(config, ref)}"
     try:
-        client("s3").put_object(
-            Bucket=config.output_bucket,
-            Key=key,
-            Body=render(config, ref),
-            ContentType="application/x-ndjson",
-            IfNoneMatch="*",
-        )
+        produce(config, ref, transform, only_if_absent=True)
     except ClientError as exc:
         code = aws_code(exc)
         if code == "PreconditionFailed":  # the output exists: this run is a duplicate
             return {"status": DUPLICATE, "output": output}
         if code == "ConditionalRequestConflict":  # a concurrent write of it: S3 says retry
-            raise InProgress(f"{ref.identity}: a concurrent write of {key}; retry later") from exc
+            raise InProgress(f"{ref.identity}: {output} is being written; retry later") from exc
         raise
     return {"status": WRITTEN, "output": output}
 
 
-# -- entry point -----------------------------------------------------------------------
-def process(config: EtlSettings, ref: ObjectRef, context: Any) -> dict[str, Any]:
-    if config.strategy == "conditional-write":
-        return process_conditionally(config, ref)
-    if config.strategy == "control-record":
-        return process_with_control_record(config, ref, context)
-    if config.strategy == "powertools":
-        return process_with_powertools(config, ref, context)
-    return process_deterministically(config, ref)
-
-
-def process_deterministically(config: EtlSettings, ref: ObjectRef) -> dict[str, Any]:
+def process_deterministically(
+    config: EtlSettings, ref: ObjectRef, transform: Transform
+) -> dict[str, Any]:
     """A redelivery finds its output already published: one HEAD, no rewrite."""
     key = output_key(config, ref)
     try:
@@ -317,31 +348,44 @@ def process_deterministically(config: EtlSettings, ref: ObjectRef) -> dict[str, 
     except ClientError as exc:
         if not object_missing(exc):
             raise
-        return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{produce(config, ref)}"}
+        produce(config, ref, transform)
+        return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}"}
     return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}
 
 
-def handler(event: Any, context: Any) -> dict[str, Any]:
-    return process_event(EtlSettings.current(), event, context)
+def process(
+    config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+) -> dict[str, Any]:
+    if config.strategy == "conditional-write":
+        return process_conditionally(config, ref, transform)
+    if config.strategy == "control-record":
+        return process_with_control_record(config, ref, transform, context)
+    if config.strategy == "powertools":
+        return process_with_powertools(config, ref, transform, context)
+    return process_deterministically(config, ref, transform)
 
 
-def process_event(config: EtlSettings, event: Any, context: Any) -> dict[str, Any]:
-    """Every object version the event reports, each exactly once (S3 notification or
-    EventBridge form, batches included)."""
+# -- entry points ----------------------------------------------------------------------
+def transform_once(
+    event: Any, transform: Transform, config: EtlSettings, context: Any = None
+) -> dict[str, Any]:
+    """Every object version the event reports, transformed exactly once (S3 notification
+    or EventBridge form, batches included). Returns each object's status: WRITTEN,
+    DUPLICATE or REJECTED (with the reason; dead-lettered). Raises what should be retried."""
     try:
         refs = object_refs(event)
     except Permanent as exc:
-        dead_letter(event, str(exc))
+        _reject(config, event, str(exc), exc)
         return {"results": [{"status": REJECTED, "reason": str(exc)}]}
     results = []
     for ref in refs:
         try:
-            result = process(config, ref, context)
+            result = process(config, ref, transform, context)
         except Permanent as exc:
             reason = str(exc)
             # The FAILED record is the dedup: one DLQ message per object version.
-            if record_failure(config, ref, reason):
-                dead_letter(event, reason, object=ref.identity)
+            if not config.control_table or record_failure(config, ref, reason):
+                _reject(config, event, reason, exc, object=ref.identity)
             result = {"status": REJECTED, "reason": reason}
         except Exception as exc:
             log(
@@ -355,3 +399,28 @@ def process_event(config: EtlSettings, event: Any, context: Any) -> dict[str, An
         log("INFO", result["status"], object=ref.identity, output=result.get("output"))
         results.append({"object": ref.identity, **result})
     return {"results": results}
+
+
+def _reject(config: EtlSettings, event: Any, reason: str, exc: Permanent, **fields: Any) -> None:
+    if not config.dlq_url:  # no queue of ours: the function's own failure handling keeps it
+        raise exc
+    dead_letter(event, reason, queue_url=config.dlq_url, **fields)
+
+
+@functools.cache
+def load_transform(reference: str) -> Transform:
+    """The function a `package.module:function` reference names (once per cold start)."""
+    module_name, _, name = reference.partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise SettingsError(f"TRANSFORM={reference!r} names no importable function: {exc}") from exc
+    if not callable(found):
+        raise SettingsError(f"TRANSFORM={reference!r} is not a function")
+    return typing.cast(Transform, found)
+
+
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    """The component's function: its settings and transform, from its environment."""
+    transform = load_transform(TransformSettings.current().transform)
+    return transform_once(event, transform, EtlSettings.current(), context)

@@ -44,10 +44,11 @@ def log(level: str, message: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def dead_letter(event: Any, reason: str, **fields: Any) -> None:
-    """Park an event that can never succeed in the DLQ (env DLQ_URL), with the reason."""
+def dead_letter(event: Any, reason: str, *, queue_url: str | None = None, **fields: Any) -> None:
+    """Park an event that can never succeed in a DLQ (`queue_url`, else env DLQ_URL), with
+    the reason."""
     body = json.dumps({"reason": reason, "event": event, **fields}, default=str)
-    client("sqs").send_message(QueueUrl=os.environ["DLQ_URL"], MessageBody=body)
+    client("sqs").send_message(QueueUrl=queue_url or os.environ["DLQ_URL"], MessageBody=body)
     log("ERROR", "event sent to the DLQ", reason=reason, **fields)
 
 

@@ -1,7 +1,10 @@
-"""The ETL handler per strategy, in-process against moto (S3, DynamoDB, SQS)."""
+"""The ETL library per strategy, in-process against moto (S3, DynamoDB, SQS), with the
+example transforms imported from their own folder as a user's module would be."""
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import time
 from collections.abc import Iterator
@@ -9,12 +12,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from etl_transforms import csv_jsonl, jsonl_gzip
 
 from deploy import events
 from handlers import etl, runtime
-from handlers.csv_transform import DEFAULT_SCHEMA, transform
 from handlers.errors import BadEvent, BadInput
 from handlers.s3_events import object_refs
+from handlers.s3_publish import MIN_PART_SIZE
+from handlers.settings import SettingsError
 
 CSV = b"id,name,amount\n1,alpha,2.5\n"
 
@@ -33,20 +38,26 @@ def world(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str
     )
     queue = runtime.client("sqs").create_queue(QueueName="dlq")["QueueUrl"]
     monkeypatch.setattr(etl, "_POWERTOOLS", {})  # Powertools' wrapper holds the moto client
-    monkeypatch.setenv("DLQ_URL", queue)
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "etl-test")
     yield {"queue": queue}
 
 
-def settings(strategy: str) -> etl.EtlSettings:
-    return etl.EtlSettings(
-        strategy=strategy,  # type: ignore[arg-type]
-        output_bucket="out-bucket",
-        output_prefix="out/",
-        control_table="control",
-        record_ttl_seconds=7 * 24 * 3600,
-        schema=dict(DEFAULT_SCHEMA),
-    )
+def settings(strategy: str, **changes: Any) -> etl.EtlSettings:
+    queue = runtime.client("sqs").get_queue_url(QueueName="dlq")["QueueUrl"]
+    fields: dict[str, Any] = {
+        "output_bucket": "out-bucket",
+        "output_prefix": "out/",
+        "output_suffix": ".jsonl",
+        "control_table": "control",
+        "dlq_url": queue,
+        "part_size": MIN_PART_SIZE,
+    }
+    return etl.EtlSettings(strategy=strategy, **{**fields, **changes})  # type: ignore[arg-type]
+
+
+def run(config: etl.EtlSettings, event: Any, ctx: Any = None) -> dict[str, Any]:
+    """The library as a user's handler calls it, with the example CSV transform."""
+    return etl.transform_once(event, csv_jsonl.transform, config, ctx or context())
 
 
 def context(request_id: str = "req-1", remaining_ms: int = 30_000) -> SimpleNamespace:
@@ -81,7 +92,7 @@ def test_each_strategy_writes_one_output_however_often_it_runs(
     config = settings(strategy)
     event = notification("in/a b.csv")
     for attempt in range(3):
-        etl.process_event(config, event, context(f"req-{attempt}"))
+        run(config, event, context(f"req-{attempt}"))
     [key] = outputs()
     assert key.startswith("out/in/a b.csv.") and key.endswith(".jsonl")
     body = runtime.client("s3").get_object(Bucket="out-bucket", Key=key)["Body"].read()
@@ -95,8 +106,8 @@ def test_control_record_reports_duplicates(
 ) -> None:
     config = settings("control-record")
     event = notification("k.csv")
-    first = etl.process_event(config, event, context("a"))["results"][0]
-    second = etl.process_event(config, event, context("b"))["results"][0]
+    first = run(config, event, context("a"))["results"][0]
+    second = run(config, event, context("b"))["results"][0]
     assert (first["status"], second["status"]) == ("WRITTEN", "DUPLICATE")
     assert first["output"] == second["output"]
 
@@ -117,7 +128,7 @@ def test_a_crashed_runs_lock_expires_and_the_next_delivery_redoes_the_work(
     [ref] = object_refs(event)
     etl.acquire(config, ref, "crashed", remaining_ms=1)  # a run that died holding a 1 ms lock
     time.sleep(0.01)
-    result = etl.process_event(config, event, context("retry"))["results"][0]
+    result = run(config, event, context("retry"))["results"][0]
     assert result["status"] == "WRITTEN"
     assert len(outputs()) == 1
 
@@ -128,12 +139,12 @@ def test_a_retryable_failure_releases_the_lock(
     config = settings("control-record")
     event = notification("k.csv")
 
-    def broken(config: etl.EtlSettings, ref: Any) -> str:
+    def broken(*_: Any, **__: Any) -> str:
         raise ConnectionError("S3 went away")
 
     monkeypatch.setattr(etl, "produce", broken)
     with pytest.raises(ConnectionError):
-        etl.process_event(config, event, context())
+        run(config, event, context())
     assert records() == []  # the next delivery need not wait for the lock to expire
 
 
@@ -144,7 +155,7 @@ def test_malformed_input_is_recorded_dead_lettered_once_and_never_written(
     config = settings(strategy)
     event = notification("bad.csv", b"id,name,amount\n1,alpha,lots\n")
     for _ in range(2):
-        assert etl.process_event(config, event, context())["results"][0]["status"] == "REJECTED"
+        assert run(config, event, context())["results"][0]["status"] == "REJECTED"
     [failure] = [r for r in records() if r["id"]["S"].startswith("failed#")]
     assert "amount" in failure["reason"]["S"]
     messages = runtime.client("sqs").receive_message(
@@ -155,7 +166,7 @@ def test_malformed_input_is_recorded_dead_lettered_once_and_never_written(
 
 
 def test_a_non_s3_event_goes_to_the_dlq(world: dict[str, str]) -> None:
-    result = etl.process_event(settings("deterministic"), {"hello": 1}, context())
+    result = run(settings("deterministic"), {"hello": 1}, context())
     assert result["results"][0]["status"] == "REJECTED"
     messages = runtime.client("sqs").receive_message(QueueUrl=world["queue"])
     assert "neither" in json.loads(messages["Messages"][0]["Body"])["reason"]
@@ -196,13 +207,22 @@ def test_an_eventbridge_key_is_taken_as_it_is(key: str, encoded: str) -> None:
         (b"\xff\xfe", "not UTF-8"),
     ],
 )
-def test_transform_rejects_malformed_csv_with_a_reason(data: bytes, message: str) -> None:
+def test_the_csv_transform_rejects_malformed_csv_with_a_reason(data: bytes, message: str) -> None:
     with pytest.raises(BadInput, match=message):
-        transform(data)
+        b"".join(csv_jsonl.json_lines(io.BytesIO(data)))
 
 
-def test_transform_output_is_deterministic() -> None:
-    assert transform(CSV) == transform(CSV) == b'{"amount": 2.5, "id": 1, "name": "alpha"}\n'
+def test_the_csv_transform_is_deterministic() -> None:
+    def render() -> bytes:
+        return b"".join(csv_jsonl.json_lines(io.BytesIO(b"\xef\xbb\xbf" + CSV)))  # a BOM, too
+
+    assert render() == render() == b'{"amount": 2.5, "id": 1, "name": "alpha"}\n'
+
+
+def test_the_csv_transform_streams_in_bounded_chunks() -> None:
+    rows = b"".join(b"%d,n,1\n" % i for i in range(3 * csv_jsonl.ROWS_PER_CHUNK + 1))
+    chunks = list(csv_jsonl.json_lines(io.BytesIO(b"id,name,amount\n" + rows)))
+    assert [c.count(b"\n") for c in chunks] == [csv_jsonl.ROWS_PER_CHUNK] * 3 + [1]
 
 
 def test_an_object_without_version_or_etag_is_bad() -> None:
@@ -216,13 +236,13 @@ def test_deterministic_redelivery_stops_at_the_published_output(
 ) -> None:
     config = settings("deterministic")
     event = notification("k.csv")
-    assert etl.process_event(config, event, context())["results"][0]["status"] == "WRITTEN"
-    monkeypatch.setattr(etl, "produce", lambda config, ref: pytest.fail("rewrote an output"))
-    assert etl.process_event(config, event, context())["results"][0]["status"] == "DUPLICATE"
+    assert run(config, event, context())["results"][0]["status"] == "WRITTEN"
+    monkeypatch.setattr(etl, "produce", lambda *_: pytest.fail("rewrote an output"))
+    assert run(config, event, context())["results"][0]["status"] == "DUPLICATE"
 
 
 @pytest.mark.parametrize("strategy", ["deterministic", "conditional-write"])
-def test_the_crash_fault_kills_the_first_run_after_its_put_and_the_retry_publishes_once(
+def test_the_crash_fault_kills_the_first_run_after_its_put_and_the_retry_finds_it_whole(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch, strategy: str
 ) -> None:
     from handlers import fault_hooks
@@ -236,38 +256,41 @@ def test_the_crash_fault_kills_the_first_run_after_its_put_and_the_retry_publish
     monkeypatch.setattr(fault_hooks, "_die", die)
     config = settings(strategy)
     event = notification(f"in/{fault_hooks.CRASH_MARK}.csv")
-    fault_hooks.arm_crash_after_put()  # after the upload: the fault is for the ETL's PUTs
+    fault_hooks.arm_crash_after_write()  # after the upload: the fault is for the ETL's PUTs
     with pytest.raises(Killed):
-        etl.process_event(config, event, context("first"))
-    published = [key for key in outputs() if not key.startswith("_staging/")]
-    # staged: nothing published yet; conditional: the PUT was atomic, the output is whole
-    assert len(published) == (1 if strategy == "conditional-write" else 0)
-    # the redelivery does not crash (its key was written before) and one output stands
-    retried = etl.process_event(config, event, context("retry"))["results"][0]["status"]
-    assert retried == ("DUPLICATE" if strategy == "conditional-write" else "WRITTEN")
+        run(config, event, context("first"))
+    assert len(outputs()) == 1  # one PUT, atomic: the output is whole
+    # the redelivery does not crash (its key was written before) and finds it
+    assert run(config, event, context("retry"))["results"][0]["status"] == "DUPLICATE"
     [output] = outputs()
     assert output.startswith(f"out/in/{fault_hooks.CRASH_MARK}.csv.")
     # an unmarked key never crashes
-    other = etl.process_event(config, notification("in/plain.csv"), context("other"))
+    other = run(config, notification("in/plain.csv"), context("other"))
     assert other["results"][0]["status"] == "WRITTEN"
 
 
+@pytest.mark.parametrize(("code", "status"), [(409, None), (412, "DUPLICATE")])
 def test_a_concurrent_conditional_write_is_retried_never_a_duplicate(
-    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, code: int, status: str | None
 ) -> None:
-    from botocore.stub import Stubber
+    from botocore.exceptions import ClientError
 
+    # S3: 412 PreconditionFailed when the key exists; "If a concurrent operation occurs
+    # during the upload S3 returns a 409 ConditionalRequestConflict response. On a 409
+    # failure you should retry" (PutObject / CompleteMultipartUpload IfNoneMatch)
+    name = {409: "ConditionalRequestConflict", 412: "PreconditionFailed"}[code]
+
+    def answered(*_: Any, **__: Any) -> str:
+        raise ClientError({"Error": {"Code": name}}, "PutObject")
+
+    monkeypatch.setattr(etl, "produce", answered)
     [ref] = object_refs(notification("in/race.csv"))
-    monkeypatch.setattr(etl, "render", lambda config, ref: b"{}\n")
-    config, s3 = settings("conditional-write"), runtime.client("s3")
-    with Stubber(s3) as stub:
-        # S3: "If a concurrent operation occurs during the upload S3 returns a 409
-        # ConditionalRequestConflict response. On a 409 failure you should retry"
-        stub.add_client_error("put_object", "ConditionalRequestConflict", http_status_code=409)
+    if status is None:
         with pytest.raises(etl.InProgress):  # Retryable: redelivered, never a DUPLICATE
-            etl.process_conditionally(config, ref)
-        stub.add_client_error("put_object", "PreconditionFailed", http_status_code=412)
-        assert etl.process_conditionally(config, ref)["status"] == "DUPLICATE"
+            etl.process_conditionally(settings("conditional-write"), ref, csv_jsonl.transform)
+    else:
+        result = etl.process_conditionally(settings("conditional-write"), ref, csv_jsonl.transform)
+        assert result["status"] == status
 
 
 def test_an_overwritten_write_in_an_unversioned_bucket_is_never_read_under_its_name(
@@ -278,7 +301,7 @@ def test_an_overwritten_write_in_an_unversioned_bucket_is_never_read_under_its_n
     first = s3.put_object(Bucket="plain", Key="in/a.csv", Body=CSV)
     s3.put_object(Bucket="plain", Key="in/a.csv", Body=CSV + b"2,beta,3\n")
     event = events.notification("plain", "in/a.csv", etag=first["ETag"])
-    [result] = etl.process_event(settings("conditional-write"), event, context())["results"]
+    [result] = run(settings("conditional-write"), event, context())["results"]
     assert result["status"] == "REJECTED" and "overwritten" in result["reason"]
     assert outputs() == []  # the newer write is transformed on its own event
 
@@ -288,6 +311,186 @@ def test_a_write_in_an_unversioned_bucket_is_read_by_its_etag(world: dict[str, s
     s3.create_bucket(Bucket="plain")
     put = s3.put_object(Bucket="plain", Key="in/a.csv", Body=CSV)
     event = events.notification("plain", "in/a.csv", etag=put["ETag"])  # unquoted, as S3 sends
-    [result] = etl.process_event(settings("conditional-write"), event, context())["results"]
+    [result] = run(settings("conditional-write"), event, context())["results"]
     assert result["status"] == "WRITTEN"
     assert outputs() == [f"out/in/a.csv.{put['ETag'].strip(chr(34))}.jsonl"]
+
+
+# -- a user's transform, streaming and multipart outputs ------------------------------
+JSON_LINES = b'{"id": 1}\n\n{"id": 2, "tags": ["a"]}\r\n'
+
+
+@pytest.mark.parametrize("strategy", etl.STRATEGIES)
+def test_a_users_transform_from_its_own_module_runs_once_per_version(
+    world: dict[str, str], strategy: str
+) -> None:
+    # GIVEN a transform from a separate package (examples/etl, as a team's own code)
+    config = settings(strategy, output_suffix=".jsonl.gz", content_type="application/gzip")
+    event = notification("in/events.jsonl", JSON_LINES)
+    # WHEN it is delivered three times
+    statuses = [
+        etl.transform_once(event, jsonl_gzip.transform, config, context(f"r{n}"))["results"][0][
+            "status"
+        ]
+        for n in range(3)
+    ]
+    # THEN one output, its bytes the transform's, with the content type asked for
+    # (Powertools replays the first run's result to a duplicate: its record tells)
+    replayed = "WRITTEN" if strategy == "powertools" else "DUPLICATE"
+    assert statuses == ["WRITTEN", replayed, replayed]
+    [key] = outputs()
+    assert key.endswith(".jsonl.gz")
+    got = runtime.client("s3").get_object(Bucket="out-bucket", Key=key)
+    assert got["ContentType"] == "application/gzip"
+    assert gzip.decompress(got["Body"].read()) == b'{"id": 1}\n{"id": 2, "tags": ["a"]}\n'
+
+
+def test_the_gzip_transform_is_deterministic_and_rejects_a_line_that_is_not_an_object() -> None:
+    def render(data: bytes) -> bytes:
+        return b"".join(jsonl_gzip.transform(io.BytesIO(data), None))  # type: ignore[arg-type]
+
+    assert render(JSON_LINES) == render(JSON_LINES)
+    with pytest.raises(BadInput, match="line 2 is list"):
+        render(b'{"id": 1}\n[1]\n')
+    with pytest.raises(BadInput, match="line 1 is not JSON"):
+        render(b"{oops\n")
+
+
+def big_csv(rows: int) -> bytes:
+    return b"id,name,amount\n" + b"".join(b"%d,name-%d,%d.25\n" % (i, i, i) for i in range(rows))
+
+
+ROWS_OVER_TWO_PARTS = 240_000  # ~11 MB of JSON lines: a multipart upload of 5 MiB parts
+
+
+@pytest.mark.parametrize("strategy", ["conditional-write", "control-record"])
+def test_a_large_output_is_one_multipart_object_published_once(
+    world: dict[str, str], strategy: str
+) -> None:
+    config = settings(strategy)
+    event = notification("in/big.csv", big_csv(ROWS_OVER_TWO_PARTS))
+    s3 = runtime.client("s3")
+    calls: list[str] = []
+    s3.meta.events.register("before-call.s3", lambda model, **_: calls.append(model.name))
+    assert run(config, event, context("a"))["results"][0]["status"] == "WRITTEN"
+    assert calls.count("UploadPart") >= 2 and "PutObject" not in calls
+    assert run(config, event, context("b"))["results"][0]["status"] == "DUPLICATE"
+    [key] = outputs()
+    body = s3.get_object(Bucket="out-bucket", Key=key)["Body"].read()
+    assert body.count(b"\n") == ROWS_OVER_TWO_PARTS
+    assert json.loads(body.splitlines()[-1])["id"] == ROWS_OVER_TWO_PARTS - 1
+    assert s3.list_multipart_uploads(Bucket="out-bucket").get("Uploads", []) == []
+
+
+def test_a_bad_row_after_parts_were_uploaded_publishes_nothing_and_aborts_the_upload(
+    world: dict[str, str],
+) -> None:
+    config = settings("conditional-write")
+    event = notification("in/bad-late.csv", big_csv(ROWS_OVER_TWO_PARTS) + b"x,late,1\n")
+    [result] = run(config, event, context())["results"]
+    assert result["status"] == "REJECTED" and "'id' is not int" in result["reason"]
+    assert outputs() == []
+    assert runtime.client("s3").list_multipart_uploads(Bucket="out-bucket").get("Uploads", []) == []
+
+
+def test_a_duplicate_multipart_completion_is_a_duplicate_and_its_parts_are_dropped(
+    world: dict[str, str],
+) -> None:
+    config = settings("conditional-write")
+    event = notification("in/big.csv", big_csv(ROWS_OVER_TWO_PARTS))
+    [ref] = object_refs(event)
+    run(config, event, context("first"))
+    # a second run that got past nothing (no HEAD) uploads its parts, then S3 refuses the
+    # completion with 412: DUPLICATE, and its upload is aborted, not left billed
+    result = etl.process_conditionally(config, ref, csv_jsonl.transform)
+    assert result["status"] == "DUPLICATE"
+    assert runtime.client("s3").list_multipart_uploads(Bucket="out-bucket").get("Uploads", []) == []
+
+
+def test_the_crash_fault_kills_a_run_mid_multipart_and_the_retry_publishes_once(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from handlers import fault_hooks
+
+    class Killed(BaseException):
+        pass
+
+    def die() -> None:
+        raise Killed
+
+    monkeypatch.setattr(fault_hooks, "_die", die)
+    config = settings("conditional-write")
+    event = notification(f"in/{fault_hooks.CRASH_MARK}-big.csv", big_csv(ROWS_OVER_TWO_PARTS))
+    fault_hooks.arm_crash_after_write()
+    from handlers import s3_publish
+
+    monkeypatch.setattr(s3_publish, "_abort", lambda *_: None)  # a killed run aborts nothing
+    with pytest.raises(Killed):
+        run(config, event, context("first"))
+    s3 = runtime.client("s3")
+    # the crashed run's upload is incomplete: stored parts, no object
+    assert len(s3.list_multipart_uploads(Bucket="out-bucket")["Uploads"]) == 1
+    assert outputs() == []
+    assert run(config, event, context("retry"))["results"][0]["status"] == "WRITTEN"
+    [key] = outputs()
+    body = s3.get_object(Bucket="out-bucket", Key=key)["Body"].read()
+    assert body.count(b"\n") == ROWS_OVER_TWO_PARTS
+
+
+def test_without_a_queue_or_table_a_bad_input_is_raised_for_lambda_to_keep(
+    world: dict[str, str],
+) -> None:
+    config = settings("conditional-write", control_table="", dlq_url="")
+    event = notification("bad.csv", b"id,name,amount\n1,alpha,lots\n")
+    with pytest.raises(BadInput, match="amount"):
+        run(config, event)
+    assert outputs() == []
+
+
+def test_without_a_table_each_delivery_of_a_bad_input_is_dead_lettered(
+    world: dict[str, str],
+) -> None:
+    config = settings("deterministic", control_table="")
+    event = notification("bad.csv", b"id,name,amount\n1,alpha,lots\n")
+    for _ in range(2):
+        assert run(config, event)["results"][0]["status"] == "REJECTED"
+    got = runtime.client("sqs").receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)
+    assert len(got["Messages"]) == 2 and records() == []
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"strategy": "control-record", "control_table": ""}, "needs a control_table"),
+        ({"strategy": "powertools", "control_table": ""}, "needs a control_table"),
+        ({"strategy": "exactly"}, "strategy must be one of"),
+        ({"part_size": 1024}, "at least"),
+    ],
+)
+def test_settings_that_cannot_work_are_refused(changes: dict[str, Any], message: str) -> None:
+    base = {"output_bucket": "out", "control_table": "t"}
+    with pytest.raises(SettingsError, match=message):
+        etl.EtlSettings(**{**base, **changes})
+
+
+def test_the_components_handler_runs_the_transform_its_environment_names(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = settings("conditional-write")
+    env = {
+        **{var: str(getattr(config, name)) for name, var in etl.EtlSettings.variables().items()},
+        "TRANSFORM": "etl_transforms.csv_jsonl:transform",
+    }
+    for var, value in env.items():
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr("handlers.settings._CURRENT", {})
+    [result] = etl.handler(notification("in/a.csv"), context())["results"]
+    assert result["status"] == "WRITTEN"
+
+
+@pytest.mark.parametrize(
+    "reference", ["etl_transforms.nowhere:transform", "etl_transforms.csv_jsonl:nothing"]
+)
+def test_a_transform_reference_that_names_nothing_fails_with_its_name(reference: str) -> None:
+    with pytest.raises(SettingsError, match="TRANSFORM="):
+        etl.load_transform(reference)

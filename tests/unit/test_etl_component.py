@@ -1,13 +1,26 @@
-"""IdempotentEtl under Pulumi mocks: bringing your own buckets, a key prefix, least privilege."""
+"""IdempotentEtl under Pulumi mocks: your own transform and buckets, a key prefix, least
+privilege."""
 
 from __future__ import annotations
 
 import json
+import zipfile
+from typing import Any
 
 import pytest
 
-from components.etl import IdempotentEtl, IdempotentEtlArgs
+from components.etl import IdempotentEtl
+from components.etl import IdempotentEtlArgs as Args
 from tests.unit.pulumi_harness import run
+
+CSV_TRANSFORM = {
+    "transform": "etl_transforms.csv_jsonl:transform",
+    "transform_source": "examples/etl",
+}
+
+
+def IdempotentEtlArgs(**args: Any) -> Args:  # the class, with the example transform
+    return Args(**{**CSV_TRANSFORM, **args})
 
 
 def test_an_existing_bucket_is_used_as_given_never_created_or_reconfigured() -> None:
@@ -33,7 +46,9 @@ def test_an_existing_bucket_is_used_as_given_never_created_or_reconfigured() -> 
     assert by_action[("s3:GetObject", "s3:GetObjectVersion")] == [
         "arn:aws:s3:::teams-uploads/incoming/*"
     ]
-    assert by_action[("s3:PutObject",)] == ["arn:aws:s3:::teams-results/*"]
+    assert by_action[("s3:PutObject", "s3:AbortMultipartUpload")] == [
+        "arn:aws:s3:::teams-results/*"
+    ]
     assert by_action[("s3:ListBucket",)] == ["arn:aws:s3:::teams-uploads"]
 
 
@@ -47,3 +62,53 @@ def test_a_created_bucket_with_a_prefix_filters_its_notification() -> None:
 def test_an_existing_bucket_is_refused_a_notification_trigger() -> None:
     with pytest.raises(ValueError, match="trigger='eventbridge'"):
         IdempotentEtlArgs(input_bucket_name="teams-uploads", trigger="notification")
+
+
+def test_the_users_transform_is_bundled_and_named_with_its_own_environment() -> None:
+    args = IdempotentEtlArgs(
+        transform="etl_transforms.jsonl_gzip:transform",
+        transform_environment={"LEVEL": "9"},
+        output_suffix=".jsonl.gz",
+        content_type="application/gzip",
+    )
+    mocks = run(lambda: IdempotentEtl("etl", args))
+    function = mocks.named("etl-transform").inputs
+    env = function["environment"]["variables"]
+    assert env["TRANSFORM"] == "etl_transforms.jsonl_gzip:transform"
+    assert (env["LEVEL"], env["OUTPUT_SUFFIX"], env["CONTENT_TYPE"]) == (
+        "9",
+        ".jsonl.gz",
+        "application/gzip",
+    )
+    assert function["handler"] == "handlers.etl.handler"
+    names = zipfile.ZipFile(function["code"].path).namelist()
+    assert "etl_transforms/jsonl_gzip.py" in names and "handlers/etl.py" in names
+
+
+def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
+    mocks = run(lambda: IdempotentEtl("etl", IdempotentEtlArgs()))
+    [lifecycle] = mocks.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    [rule] = lifecycle.inputs["rules"]
+    assert rule["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": 1}
+    assert rule["status"] == "Enabled"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"transform": "etl_transforms.csv_jsonl"}, "'package.module:function'"),
+        ({"transform": "etl_transforms.absent:transform"}, "no etl_transforms/absent.py"),
+        ({"transform_source": "examples/nowhere"}, "is not a folder"),
+        ({"transform_source": "."}, "'handlers' folder"),
+        ({"transform_environment": {"OUTPUT_BUCKET": "x"}}, "may not set"),
+        ({"transform_environment": {"AWS_REGION": "x"}}, "may not set"),
+        ({"part_size_mb": 4}, "at least 5"),
+    ],
+)
+def test_a_transform_that_cannot_be_run_is_refused_with_the_reason(
+    changes: dict[str, Any], message: str
+) -> None:
+    if changes.get("transform_source") == ".":  # the repository root holds handlers/
+        changes = {**changes, "transform": "components.etl:IdempotentEtl"}
+    with pytest.raises(ValueError, match=message):
+        IdempotentEtlArgs(**changes)
