@@ -146,6 +146,7 @@ if etl_config is not None:
             "functionName": etl.function.name,
             "dlqUrl": etl.dlq.url,
             "strategy": args.strategy,
+            "transform": args.transform,
         }
     pulumi.export("etl", etl_outputs)
 

@@ -146,15 +146,21 @@ def api_starter(out: dict[str, Any], objects: int) -> Row:
     return row
 
 
+# An input each example transform (examples/etl) accepts
+ETL_INPUTS = {
+    "etl_transforms.csv_jsonl:transform": (".csv", b"id,name,amount\n1,a,2\n"),
+    "etl_transforms.jsonl_gzip:transform": (".jsonl", b'{"id": 1, "name": "a"}\n'),
+}
+
+
 def etl(name: str, out: dict[str, Any], objects: int) -> Row:
     row = Row(f"5 ETL {name.removeprefix('etl-')}")
     tag, prefix = new_tag(), out["inputPrefix"]
+    suffix, body = ETL_INPUTS[out["transform"]]
     events = []
     for i in range(objects):
-        key = f"{prefix}in/{tag}/{i}.csv"
-        put = client("s3").put_object(
-            Bucket=out["inputBucket"], Key=key, Body=b"id,name,amount\n1,a,2\n"
-        )
+        key = f"{prefix}in/{tag}/{i}{suffix}"
+        put = client("s3").put_object(Bucket=out["inputBucket"], Key=key, Body=body)
         events.append(s3.notification(out["inputBucket"], key, put["VersionId"], put["ETag"]))
     row.sent = objects
     with Progress(f"{name}: S3 deliveries plus 2 concurrent redeliveries each"):

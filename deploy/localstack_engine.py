@@ -274,7 +274,7 @@ def create_bucket_lifecycle(e: Engine, name: str, i: dict[str, Any]) -> tuple[st
         }
         if abort := rule.get("abortIncompleteMultipartUpload"):
             entry["AbortIncompleteMultipartUpload"] = {
-                "DaysAfterInitiation": abort["daysAfterInitiation"]
+                "DaysAfterInitiation": int(abort["daysAfterInitiation"])
             }
         rules.append(entry)
     e.client("s3").put_bucket_lifecycle_configuration(

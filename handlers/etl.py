@@ -55,6 +55,7 @@ from handlers.errors import (
 from handlers.runtime import client, dead_letter, log
 from handlers.s3_events import ObjectRef, object_refs
 from handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
+from handlers.s3_read import open_version
 from handlers.settings import Settings, SettingsError
 
 __all__ = ["BadInput", "EtlSettings", "ObjectRef", "Transform", "transform_once"]
@@ -127,7 +128,7 @@ def produce(
     exact = {"VersionId": ref.version_id} if ref.version_id else {"IfMatch": ref.revision}
     s3 = client("s3")
     try:
-        source = s3.get_object(Bucket=ref.bucket, Key=ref.key, **exact)["Body"]
+        source = open_version(s3, {"Bucket": ref.bucket, "Key": ref.key, **exact})
     except ClientError as exc:
         if aws_code(exc) in ("NoSuchKey", "NoSuchVersion"):
             raise BadInput(f"s3://{ref.bucket}/{ref.key} ({ref.revision}) is gone") from exc

@@ -494,3 +494,49 @@ def test_the_components_handler_runs_the_transform_its_environment_names(
 def test_a_transform_reference_that_names_nothing_fails_with_its_name(reference: str) -> None:
     with pytest.raises(SettingsError, match="TRANSFORM="):
         etl.load_transform(reference)
+
+
+def test_a_broken_input_stream_resumes_where_it_stopped_on_the_same_version(
+    world: dict[str, str],
+) -> None:
+    from botocore.exceptions import IncompleteReadError
+
+    from handlers.s3_read import open_version
+
+    s3 = runtime.client("s3")
+    data = bytes(range(256)) * 40_000  # 10 MB
+    put = s3.put_object(Bucket="in-bucket", Key="big.bin", Body=data)
+    s3.put_object(Bucket="in-bucket", Key="big.bin", Body=b"a later version")
+    requests: list[dict[str, Any]] = []
+    real_get = s3.get_object
+
+    def get_object(**request: Any) -> dict[str, Any]:
+        requests.append(request)
+        answer = real_get(**request)
+        if len(requests) == 1:  # the first connection drops after 3 MB
+            body, sent = answer["Body"], [0]
+
+            class Dropping:
+                def read(self, amount: int) -> bytes:
+                    if sent[0] >= 3_000_000:
+                        raise IncompleteReadError(actual_bytes=sent[0], expected_bytes=len(data))
+                    chunk: bytes = body.read(min(amount, 3_000_000 - sent[0]))
+                    sent[0] += len(chunk)
+                    return chunk
+
+                def close(self) -> None:
+                    body.close()
+
+            answer["Body"] = Dropping()
+        return answer
+
+    s3.get_object = get_object  # type: ignore[method-assign]
+    try:
+        with open_version(
+            s3, {"Bucket": "in-bucket", "Key": "big.bin", "VersionId": put["VersionId"]}
+        ) as f:
+            assert f.read() == data
+    finally:
+        del s3.get_object
+    assert [r.get("Range") for r in requests] == [None, "bytes=3000000-"]
+    assert {r["VersionId"] for r in requests} == {put["VersionId"]}

@@ -48,8 +48,6 @@ def json_lines(source: IO[bytes], schema: dict[str, str] = DEFAULT_SCHEMA) -> It
         yield from _rows(csv.DictReader(text), schema)
     except UnicodeDecodeError as exc:
         raise BadInput(f"input is not UTF-8: {exc}") from None
-    finally:
-        text.detach()  # the caller owns (and closes) the stream
 
 
 def _rows(reader: csv.DictReader[str], schema: dict[str, str]) -> Iterator[bytes]:
