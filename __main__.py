@@ -141,6 +141,7 @@ if etl_config is not None:
         etl_outputs[etl_name] = {
             "inputBucket": etl.input_bucket_name,
             "inputPrefix": args.input_prefix,
+            "inputSuffix": args.input_suffix,
             "outputBucket": etl.output_bucket_name,
             "controlTable": etl.control_table.name,
             "functionName": etl.function.name,

@@ -89,6 +89,8 @@ class IdempotentEtlArgs:
     the trigger is EventBridge; turn on its EventBridge notifications). None: create one."""
     input_prefix: str = ""
     """Only objects under this key prefix are transformed (and may be read)."""
+    input_suffix: str = ""
+    """Only objects whose key ends so are transformed (and may be read)."""
     output_bucket_name: pulumi.Input[str] | None = None
     """An existing output bucket (give it an AbortIncompleteMultipartUpload lifecycle
     rule, as a created one has). None: create one."""
@@ -108,6 +110,8 @@ class IdempotentEtlArgs:
                 "an existing input bucket's notification configuration is its owner's: use "
                 "trigger='eventbridge' and turn on the bucket's EventBridge notifications"
             )
+        if self.input_prefix and self.input_suffix and "*" in self.input_prefix + self.input_suffix:
+            raise ValueError("input_prefix and input_suffix together may not contain '*'")
         if self.part_size_mb * 1024 * 1024 < MIN_PART_SIZE:
             raise ValueError(f"part_size_mb must be at least 5 (S3), got {self.part_size_mb}")
         self._validate_transform()
@@ -171,7 +175,7 @@ class IdempotentEtl(pulumi.ComponentResource):
             point_in_time_recovery=True,
         )
         self.dlq = dead_letter_queue(name, self)
-        objects_in = input_arn.apply(lambda arn: f"{arn}/{args.input_prefix}*")
+        objects_in = input_arn.apply(lambda arn: f"{arn}/{args.input_prefix}*{args.input_suffix}")
         objects_out = output_arn.apply(lambda arn: f"{arn}/*")
         # S3 answers a missing key with 404 only to a caller that may list the bucket, and
         # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
@@ -246,6 +250,7 @@ class IdempotentEtl(pulumi.ComponentResource):
                         lambda_function_arn=self.function.arn,
                         events=["s3:ObjectCreated:*"],
                         filter_prefix=args.input_prefix or None,
+                        filter_suffix=args.input_suffix or None,
                     )
                 ],
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[permission]),
@@ -258,7 +263,9 @@ class IdempotentEtl(pulumi.ComponentResource):
             rule = aws.cloudwatch.EventRule(
                 f"{name}-rule",
                 event_pattern=s3_object_created_pattern(
-                    self.input_bucket_name, key_prefix=args.input_prefix
+                    self.input_bucket_name,
+                    key_prefix=args.input_prefix,
+                    key_suffix=args.input_suffix,
                 ),
                 opts=child,
             )

@@ -220,17 +220,19 @@ def test_a_teams_own_bucket_is_transformed_under_its_prefix_only(stack: dict[str
     # GIVEN the user-style ETL: a bucket it does not own (EventBridge on, set by its
     # owner), a key prefix, and the team's own JSON lines -> gzip transform
     etl = stack["etl"]["etl-teams-bucket"]
-    assert etl["inputPrefix"] == "incoming/"
+    assert (etl["inputPrefix"], etl["inputSuffix"]) == ("incoming/", ".jsonl")
     tag = new_tag()
-    # WHEN one object lands under the prefix and one beside it
+    # WHEN one object lands under the prefix with the suffix, one beside it, and one
+    # under it with another suffix
     put = upload(etl, f"incoming/{tag}.jsonl", JSON_LINES)
     upload(etl, f"elsewhere/{tag}.jsonl", JSON_LINES)
-    # THEN the first is transformed once by the team's transform, the second never read
+    upload(etl, f"incoming/{tag}.txt", JSON_LINES)
+    # THEN the first is transformed once by the team's transform, the others never read
     [output] = eventually(lambda: keys(etl["outputBucket"], f"out/incoming/{tag}"))
     assert output == f"out/incoming/{tag}.jsonl.{put['VersionId']}.jsonl.gz"
     assert gunzip(etl, output) == JSON_LINES
     assert steady(lambda: keys(etl["outputBucket"], "out/elsewhere/"), seconds=3) == []
-    assert len(steady(lambda: keys(etl["outputBucket"], f"out/incoming/{tag}"), seconds=2)) == 1
+    assert steady(lambda: keys(etl["outputBucket"], f"out/incoming/{tag}"), seconds=2) == [output]
 
 
 def test_fifty_concurrent_identical_deliveries_to_a_teams_etl_write_one_output(

@@ -52,11 +52,39 @@ def test_an_existing_bucket_is_used_as_given_never_created_or_reconfigured() -> 
     assert by_action[("s3:ListBucket",)] == ["arn:aws:s3:::teams-uploads"]
 
 
-def test_a_created_bucket_with_a_prefix_filters_its_notification() -> None:
-    mocks = run(lambda: IdempotentEtl("etl", IdempotentEtlArgs(input_prefix="incoming/")))
+def test_a_created_bucket_with_a_prefix_and_suffix_filters_its_notification() -> None:
+    args = IdempotentEtlArgs(input_prefix="incoming/", input_suffix=".csv")
+    mocks = run(lambda: IdempotentEtl("etl", args))
     [notification] = mocks.of_type("aws:s3/bucketNotification:BucketNotification")
     [function] = notification.inputs["lambdaFunctions"]
-    assert function["filterPrefix"] == "incoming/"
+    assert (function["filterPrefix"], function["filterSuffix"]) == ("incoming/", ".csv")
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "condition", "readable"),
+    [
+        ("incoming/", ".csv", {"wildcard": "incoming/*.csv"}, "incoming/*.csv"),
+        ("", ".csv", {"suffix": ".csv"}, "*.csv"),
+        ("incoming/", "", {"prefix": "incoming/"}, "incoming/*"),
+    ],
+)
+def test_an_eventbridge_trigger_matches_the_prefix_and_suffix_and_reads_only_them(
+    prefix: str, suffix: str, condition: dict[str, str], readable: str
+) -> None:
+    args = IdempotentEtlArgs(
+        input_bucket_name="teams-uploads",
+        input_prefix=prefix,
+        input_suffix=suffix,
+        trigger="eventbridge",
+    )
+    mocks = run(lambda: IdempotentEtl("etl", args))
+    pattern = json.loads(mocks.named("etl-rule").inputs["eventPattern"])
+    assert pattern["detail"]["object"] == {"key": [condition]}
+    policy = json.loads(mocks.named("etl-transform-policy").inputs["policy"])
+    by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
+    assert by_action[("s3:GetObject", "s3:GetObjectVersion")] == [
+        f"arn:aws:s3:::teams-uploads/{readable}"
+    ]
 
 
 def test_an_existing_bucket_is_refused_a_notification_trigger() -> None:
@@ -103,6 +131,7 @@ def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
         ({"transform_environment": {"OUTPUT_BUCKET": "x"}}, "may not set"),
         ({"transform_environment": {"AWS_REGION": "x"}}, "may not set"),
         ({"part_size_mb": 4}, "at least 5"),
+        ({"input_prefix": "a*/", "input_suffix": ".csv"}, "may not contain"),
     ],
 )
 def test_a_transform_that_cannot_be_run_is_refused_with_the_reason(
