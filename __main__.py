@@ -6,6 +6,7 @@ deployed when its config key is present (see Pulumi.<stack>.yaml).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pulumi
@@ -35,7 +36,9 @@ def demo_target(starter_config: dict[str, Any]) -> dict[str, Any]:
     """`demoWorkflow: true` in a starter's config targets the demo workflow (demo/workflow.py);
     otherwise the config names the target (`stateMachineArn` or `definition`)."""
     if starter_config.pop("demoWorkflow", False):
-        return {"definition": demo_workflow.definition()}
+        return {"definition": json.dumps(demo_workflow.definition())}
+    if isinstance(starter_config.get("definition"), dict):  # ASL written as YAML
+        starter_config["definition"] = json.dumps(starter_config["definition"])
     return {}
 
 
@@ -176,7 +179,7 @@ if scheduler_config is not None:
     concurrency = scheduler_config.pop("demoConcurrency", None)
     for channel in scheduler_config.pop("demoChannels", []):
         target = DemoTarget(f"scheduler-{channel}", concurrency, opts)
-        channels[channel] = target.function
+        channels[channel] = target.function.arn
         fires[channel] = target.fires_table.name
     scheduler = Scheduler(
         "scheduler", args_from_config(SchedulerArgs, scheduler_config, channels=channels), opts

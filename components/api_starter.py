@@ -9,18 +9,19 @@ retry. Optionally an EventBridge rule forwards S3 "Object Created" events to the
 S3 -> EventBridge -> API Gateway -> Step Functions with no Lambda at all.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the Pulumi package analyzer reads these
+# annotations as types (docs/pulumi-package.md).
 import dataclasses
+import enum
 import hashlib
 import json
-import typing
-from typing import Any, Literal
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components import api_templates
+from components.config import as_args
 from components.event_patterns import s3_object_created_pattern
 from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
 from components.rest_api import api_key
@@ -30,9 +31,18 @@ from components.state_machines import (
     require_target,
     target_state_machine,
 )
+from handlers.settings import choice
 
 PATH = "start"
-Authorization = Literal["API_KEY", "AWS_IAM"]  # never open
+
+
+class Authorization(enum.StrEnum):
+    """Who may call the API: never anyone."""
+
+    API_KEY = "API_KEY"
+    AWS_IAM = "AWS_IAM"
+
+
 JSON = "application/json"
 # (selection pattern on Step Functions' HTTP status, method status, response template)
 RESPONSES = (
@@ -45,31 +55,38 @@ OVERRIDE_STATUSES = ("409", "429", "500")  # set by the templates through respon
 
 @dataclasses.dataclass
 class ApiGatewayStarterArgs:
-    """`key_source`: `$.json.path` into the body or `header:Name`. `authorization`:
-    `API_KEY` (default; the key is an output) or `AWS_IAM`. `bucket_name`: also route
-    that bucket's S3 "Object Created" events here through EventBridge."""
+    """Either `state_machine_arn` or `definition`."""
 
     key_source: str = "$.detail.object.key"
+    """Where a request's key is: `$.json.path` into the body, or `header:Name`."""
     state_machine_arn: pulumi.Input[str] | None = None
-    state_machine_type: StateMachineType = "STANDARD"
-    definition: pulumi.Input[str] | dict[str, Any] | None = None
-    authorization: Authorization = "API_KEY"
+    """The STANDARD state machine to start (yours)."""
+    state_machine_type: StateMachineType = StateMachineType.STANDARD
+    """The type of that state machine: STANDARD (EXPRESS cannot deduplicate by name)."""
+    definition: pulumi.Input[str] | None = None
+    """Or the ASL (JSON) of a STANDARD state machine for the component to create."""
+    authorization: Authorization = Authorization.API_KEY
+    """API_KEY (the key is an output) or AWS_IAM."""
     bucket_name: pulumi.Input[str] | None = None
+    """Also route this bucket's S3 "Object Created" events here through EventBridge."""
     stage_name: str = "v1"
+    """The API's stage."""
     throttle_rate_limit: float = 100
+    """Steady requests per second the stage admits."""
     throttle_burst_limit: int = 200
+    """Burst of requests the stage admits."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
 
     def validate(self) -> None:
+        self.state_machine_type = choice(
+            StateMachineType, self.state_machine_type, "state_machine_type"
+        )
+        self.authorization = choice(Authorization, self.authorization, "authorization (never open)")
         require_standard(self.state_machine_type, "ApiGatewayStarter")
         require_target(self.state_machine_arn, self.definition, "ApiGatewayStarter")
         api_templates.key_expression(self.key_source)  # raises on a bad key source
-        if self.authorization not in typing.get_args(Authorization):
-            raise ValueError(
-                f"authorization must be API_KEY or AWS_IAM (never open), got {self.authorization!r}"
-            )
         if self.bucket_name is not None and not self.key_source.startswith("$."):
             raise ValueError("bucket_name forwards S3 events: key_source must be a body path")
         if self.bucket_name is not None and self.authorization != "API_KEY":
@@ -77,16 +94,26 @@ class ApiGatewayStarterArgs:
 
 
 class ApiGatewayStarter(pulumi.ComponentResource):
+    """Pattern 2: POST /start, whose mapping template names the execution by the request's
+    key (no Lambda): 200 for a new execution, 409 for a duplicate."""
+
     api: aws.apigateway.RestApi
+    """The REST API."""
     stage: aws.apigateway.Stage
+    """Its stage."""
     url: pulumi.Output[str]
+    """POST here to start."""
     api_key: pulumi.Output[str] | None
+    """The API key (authorization API_KEY)."""
     state_machine_arn: pulumi.Output[str]
+    """The state machine it starts."""
     dlq: aws.sqs.Queue | None
+    """Forwarded S3 events that could not be delivered (with bucket_name)."""
 
     def __init__(
         self, name: str, args: ApiGatewayStarterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        args = as_args(ApiGatewayStarterArgs, args)  # a dict from the package host
         args.validate()
         super().__init__("exactly-once:index:ApiGatewayStarter", name, {}, opts)
         self.state_machine_arn = target_state_machine(

@@ -1,9 +1,12 @@
-"""Turn a stack-config object (camelCase keys) into a component's args dataclass."""
+"""A component's args dataclass from a stack-config object (camelCase keys), or from the
+dict the Pulumi package host passes for a program in another language."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import typing
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -24,3 +27,34 @@ def args_from_config(cls: type[T], values: dict[str, Any] | None, **fixed: Any) 
             raise ValueError(f"{cls.__name__}: unknown config key {key!r} (valid: {valid})")
         kwargs[name] = value
     return cls(**kwargs)
+
+
+def as_args(cls: type[T], args: T | Mapping[str, Any]) -> T:
+    """`args` as `cls`: the instance a Python program gives, or the dict (Python names,
+    nested args as dicts) that `pulumi.provider.experimental` builds from the inputs a
+    TypeScript, Go, C#, Java or YAML program sends."""
+    if isinstance(args, cls):
+        return args
+    if not isinstance(args, Mapping):
+        raise TypeError(f"{cls.__name__}: expected {cls.__name__} or a dict, got {args!r}")
+    hints = typing.get_type_hints(cls)
+    return cls(
+        **{
+            field.name: _nested(hints[field.name], args[field.name])
+            for field in dataclasses.fields(cls)  # type: ignore[arg-type]
+            if field.name in args
+        }
+    )
+
+
+def _nested(kind: Any, value: Any) -> Any:
+    """Dicts of nested args dataclasses (in lists or dicts) turned into them."""
+    if typing.get_origin(kind) is list and isinstance(value, list):
+        [item] = typing.get_args(kind)
+        return [_nested(item, v) for v in value]
+    if typing.get_origin(kind) is dict and isinstance(value, Mapping):
+        item = typing.get_args(kind)[1]
+        return {k: _nested(item, v) for k, v in value.items()}
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind) and isinstance(value, Mapping):
+        return as_args(kind, value)
+    return value

@@ -32,5 +32,5 @@ class DemoSteps(pulumi.ComponentResource):
                 timeout=10,
                 parent=self,
             ).function
-            self.steps.append(WorkflowStep(step, function))
+            self.steps.append(WorkflowStep(step, function.arn))
         self.register_outputs({"counterTable": self.counter_table.name})

@@ -1,17 +1,17 @@
 """Pattern 5: S3 PutObject -> transform Lambda -> exactly one output per input object version."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the Pulumi package analyzer reads these
+# annotations as types (docs/pulumi-package.md).
 import dataclasses
+import enum
 import re
-import typing
 from pathlib import Path
-from typing import Literal
 
 import pulumi
 import pulumi_aws as aws
 
 from components.buckets import secure_bucket
+from components.config import as_args
 from components.event_patterns import s3_object_created_pattern
 from components.functions import (
     allow,
@@ -20,10 +20,10 @@ from components.functions import (
     invoke_from_rule,
 )
 from components.tables import key_table
-from handlers.etl import LOCKING, STRATEGIES, EtlSettings, Strategy, TransformSettings
+from handlers.etl import LOCKING, EtlSettings, Strategy, TransformSettings
 from handlers.runtime import LogLevel
 from handlers.s3_publish import MIN_PART_SIZE
-from handlers.settings import encode
+from handlers.settings import choice, encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
 # PutObject's IfNoneMatch arrived in botocore 1.35.16; the SDK a Lambda runtime includes
@@ -34,15 +34,26 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "powertools": POWERTOOLS,
     "conditional-write": CONDITIONAL_WRITE_SDK,
 }
-Trigger = Literal["notification", "eventbridge"]
+
+
+class Trigger(enum.StrEnum):
+    NOTIFICATION = "notification"
+    EVENTBRIDGE = "eventbridge"
+
+
+class FaultInjection(enum.StrEnum):
+    """Test stacks only: a fault injected around the unchanged handler."""
+
+    NONE = "none"
+    CRASH_AFTER_WRITE = "crash-after-write"
+
+
 # A test stack's fault -> the entry point that injects it (handlers/fault_hooks.py); real
 # stacks run the handler itself.
-FaultInjection = Literal["", "crash-after-write"]
-FAULT_HANDLERS: dict[str, str] = {
-    "": "handlers.etl.handler",
-    "crash-after-write": "handlers.fault_hooks.etl_crash_after_write",
+FAULT_HANDLERS: dict[FaultInjection, str] = {
+    FaultInjection.NONE: "handlers.etl.handler",
+    FaultInjection.CRASH_AFTER_WRITE: "handlers.fault_hooks.etl_crash_after_write",
 }
-TRIGGERS: tuple[Trigger, ...] = typing.get_args(Trigger)
 REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # Set by the component; a transform's own environment may not take them.
 RESERVED_VARIABLES = {
@@ -71,18 +82,24 @@ class IdempotentEtlArgs:
     output_suffix: str = ""
     """Appended to each output key `<output_prefix><input key>.<version or ETag>`."""
     content_type: str = "application/octet-stream"
-    strategy: Strategy = "conditional-write"
+    """The outputs' Content-Type."""
+    strategy: Strategy = Strategy.CONDITIONAL_WRITE
     """conditional-write | deterministic | control-record | powertools (docs/idempotent-etl.md)."""
-    trigger: Trigger = "notification"
+    trigger: Trigger = Trigger.NOTIFICATION
     """An S3 notification (default) or an EventBridge rule."""
     output_prefix: str = "out/"
+    """Outputs are written under this key prefix."""
     record_ttl_days: int = 7
+    """How long control and FAILED records are kept."""
     timeout: int = 60
+    """The function's timeout, seconds."""
     memory_size: int = 512
+    """The function's memory, MB."""
     part_size_mb: int = 8
     """Outputs above this size are multipart uploads of parts this size (S3: >= 5)."""
-    log_level: LogLevel = "INFO"
-    fault_injection: FaultInjection = ""
+    log_level: LogLevel = LogLevel.INFO
+    """The function's log level."""
+    fault_injection: FaultInjection = FaultInjection.NONE
     """Test stacks only: 'crash-after-write' runs the handler through handlers/fault_hooks.py."""
     input_bucket_name: pulumi.Input[str] | None = None
     """An existing input bucket (yours: its notification configuration stays yours, so
@@ -99,13 +116,11 @@ class IdempotentEtlArgs:
         self.validate()  # bad args fail where they are written, with the reason
 
     def validate(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
-        if self.trigger not in TRIGGERS:
-            raise ValueError(f"trigger must be one of {TRIGGERS}, got {self.trigger!r}")
-        if self.fault_injection not in typing.get_args(FaultInjection):
-            raise ValueError(f"unknown fault_injection {self.fault_injection!r}")
-        if self.input_bucket_name is not None and self.trigger != "eventbridge":
+        self.strategy = choice(Strategy, self.strategy, "strategy")
+        self.trigger = choice(Trigger, self.trigger, "trigger")
+        self.log_level = choice(LogLevel, self.log_level, "log_level")
+        self.fault_injection = choice(FaultInjection, self.fault_injection, "fault_injection")
+        if self.input_bucket_name is not None and self.trigger != Trigger.EVENTBRIDGE:
             raise ValueError(
                 "an existing input bucket's notification configuration is its owner's: use "
                 "trigger='eventbridge' and turn on the bucket's EventBridge notifications"
@@ -141,15 +156,24 @@ class IdempotentEtlArgs:
 
 
 class IdempotentEtl(pulumi.ComponentResource):
+    """Pattern 5: your transform, run on every object put in a bucket, with exactly one
+    output per input object version."""
+
     input_bucket_name: pulumi.Output[str]
+    """The bucket whose objects are transformed."""
     output_bucket_name: pulumi.Output[str]
+    """The bucket outputs are written to."""
     control_table: aws.dynamodb.Table
+    """Control and FAILED records."""
     function: aws.lambda_.Function
+    """The transform function."""
     dlq: aws.sqs.Queue
+    """Inputs no retry can fix, with the reason."""
 
     def __init__(
         self, name: str, args: IdempotentEtlArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        args = as_args(IdempotentEtlArgs, args)  # a dict from the package host
         args.validate()
         super().__init__("exactly-once:index:IdempotentEtl", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -184,7 +208,8 @@ class IdempotentEtl(pulumi.ComponentResource):
         # published output (deterministic, HEAD needs s3:GetObject) or the crash fault for
         # what it is about to write.
         listed, read_out = [input_arn], False
-        if args.strategy == "deterministic" or args.fault_injection:
+        faulty = args.fault_injection != FaultInjection.NONE
+        if args.strategy == Strategy.DETERMINISTIC or faulty:
             listed.append(output_arn)
             read_out = True
         # Outputs are PUT (or multipart-uploaded: s3:PutObject covers the upload's create,
@@ -196,7 +221,7 @@ class IdempotentEtl(pulumi.ComponentResource):
             allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
             allow(["s3:GetObject", *written] if read_out else written, [objects_out]),
         ]
-        if args.fault_injection:  # it tells a first run from a retry by the uploads it left
+        if faulty:  # it tells a first run from a retry by the uploads it left
             statements.append(allow(["s3:ListBucketMultipartUploads"], [output_arn]))
         # Every strategy records a malformed input's FAILED record; only the lock-based
         # ones read, update and delete records.
@@ -233,7 +258,7 @@ class IdempotentEtl(pulumi.ComponentResource):
             parent=self,
         )
         self.function = transform.function
-        if args.trigger == "notification":
+        if args.trigger == Trigger.NOTIFICATION:
             permission = aws.lambda_.Permission(
                 f"{name}-s3-invoke",
                 action="lambda:InvokeFunction",

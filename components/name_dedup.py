@@ -1,13 +1,13 @@
 """Pattern 1: EventBridge -> starter Lambda -> StartExecution with a name derived from the event."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the Pulumi package analyzer reads these
+# annotations as types (docs/pulumi-package.md).
 import dataclasses
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from components.config import as_args
 from components.event_patterns import s3_object_created_pattern
 from components.functions import (
     allow,
@@ -22,50 +22,69 @@ from components.state_machines import (
     require_target,
     target_state_machine,
 )
-from handlers.executions import REUSE_POLICIES, ReusePolicy
+from handlers.executions import ReusePolicy
 from handlers.keys import key_extractor
 from handlers.runtime import LogLevel
-from handlers.settings import encode
+from handlers.settings import choice, encode
 from handlers.starter import StarterSettings
 
 
 @dataclasses.dataclass
 class NameDedupStarterArgs:
-    """Either `bucket_name` (S3 "Object Created" events of that bucket) or `event_pattern`;
-    either `state_machine_arn` (an existing STANDARD machine) or a `definition` to create."""
+    """Either `bucket_name` or `event_pattern`; either `state_machine_arn` or `definition`."""
 
     bucket_name: pulumi.Input[str] | None = None
+    """Start on S3 "Object Created" events of this bucket (its EventBridge notifications on)."""
     event_pattern: pulumi.Input[str] | None = None
+    """Or start on the events this EventBridge pattern (JSON) matches."""
     state_machine_arn: pulumi.Input[str] | None = None
-    state_machine_type: StateMachineType = "STANDARD"
-    definition: pulumi.Input[str] | dict[str, Any] | None = None
+    """The STANDARD state machine to start (yours)."""
+    state_machine_type: StateMachineType = StateMachineType.STANDARD
+    """The type of that state machine: STANDARD (EXPRESS cannot deduplicate by name)."""
+    definition: pulumi.Input[str] | None = None
+    """Or the ASL (JSON) of a STANDARD state machine for the component to create."""
     key_strategy: str = "object-key"
-    reuse_policy: ReusePolicy = "REJECT_DUPLICATE"
+    """What names an execution: object-key, bucket-key-version, key-sequencer, event-id,
+    or jmespath:<expression> (docs/name-dedup-starter.md)."""
+    reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE
+    """REJECT_DUPLICATE, or ALLOW_DUPLICATE_FAILED_ONLY to re-run a failed start."""
     hide_key: bool = False
+    """Name executions by a hash of the key instead of the readable key."""
     event_bus_name: str = "default"
-    log_level: LogLevel = "INFO"
+    """The event bus of the rule."""
+    log_level: LogLevel = LogLevel.INFO
+    """The starter function's log level."""
     timeout: int = 30
+    """The starter function's timeout, seconds."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
 
     def validate(self) -> None:
+        self.state_machine_type = choice(
+            StateMachineType, self.state_machine_type, "state_machine_type"
+        )
+        self.reuse_policy = choice(ReusePolicy, self.reuse_policy, "reuse_policy")
+        self.log_level = choice(LogLevel, self.log_level, "log_level")
         require_standard(self.state_machine_type, "NameDedupStarter")
         key_extractor(self.key_strategy)  # raises on an unknown strategy
-        if self.reuse_policy not in REUSE_POLICIES:
-            raise ValueError(
-                f"reuse_policy must be one of {REUSE_POLICIES}, got {self.reuse_policy!r}"
-            )
         if (self.bucket_name is None) == (self.event_pattern is None):
             raise ValueError("give exactly one of bucket_name and event_pattern")
         require_target(self.state_machine_arn, self.definition, "NameDedupStarter")
 
 
 class NameDedupStarter(pulumi.ComponentResource):
+    """Pattern 1: EventBridge -> starter Lambda -> StartExecution named by the event's key,
+    so a redelivered event starts nothing new."""
+
     dlq: aws.sqs.Queue
+    """Events that can never start (with the reason)."""
     function: aws.lambda_.Function
+    """The starter function."""
     rule: aws.cloudwatch.EventRule
+    """The EventBridge rule that invokes it."""
     state_machine_arn: pulumi.Output[str]
+    """The state machine it starts."""
 
     def __init__(
         self,
@@ -73,6 +92,7 @@ class NameDedupStarter(pulumi.ComponentResource):
         args: NameDedupStarterArgs,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        args = as_args(NameDedupStarterArgs, args)  # a dict from the package host
         args.validate()
         super().__init__("exactly-once:index:NameDedupStarter", name, {}, opts)
         child = pulumi.ResourceOptions(parent=self)

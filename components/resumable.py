@@ -1,39 +1,60 @@
 """Pattern 4: a resumable workflow; a re-run from the top skips the steps that already succeeded."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the Pulumi package analyzer reads these
+# annotations as types (docs/pulumi-package.md).
 import dataclasses
 import json
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components import resumable_asl
+from components.config import as_args
 from components.functions import allow
 from components.state_machines import state_machine
 from components.tables import key_table
 
 
 @dataclasses.dataclass
+class StepRetry:
+    """A Step Functions Retry rule for a step's own errors (state-retries)."""
+
+    error_equals: list[str]
+    """The errors retried, e.g. ["Timeout"] or ["States.TaskFailed"]."""
+    max_attempts: int = 3
+    """Retries after the first attempt."""
+    interval_seconds: int = 1
+    """The wait before the first retry."""
+    backoff_rate: float = 2.0
+    """The factor each wait grows by."""
+
+    def asl(self) -> dict[str, object]:
+        return {
+            "ErrorEquals": list(self.error_equals),
+            "MaxAttempts": self.max_attempts,
+            "IntervalSeconds": self.interval_seconds,
+            "BackoffRate": self.backoff_rate,
+        }
+
+
+@dataclasses.dataclass
 class WorkflowStep:
-    """`function`: a Lambda ARN or an aws.lambda_.Function. `retry`: extra ASL Retry rules."""
+    """One step: a Lambda function invoked with the whole state."""
 
     name: str
-    function: pulumi.Input[str] | aws.lambda_.Function
-    retry: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-
-    @property
-    def arn(self) -> pulumi.Output[str]:
-        if isinstance(self.function, aws.lambda_.Function):
-            return self.function.arn
-        return pulumi.Output.from_input(self.function)
+    """The step's name (its checkpoint's name: keep it stable across deployments)."""
+    function: pulumi.Input[str]
+    """The step's Lambda function ARN."""
+    retry: list[StepRetry] = dataclasses.field(default_factory=list)
+    """Extra retries for the function's own errors."""
 
 
 @dataclasses.dataclass
 class ResumableWorkflowArgs:
     steps: list[WorkflowStep]
+    """The steps, in order."""
     key_path: str = "$.orderId"
+    """JSONPath to the business key in the execution input."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -44,12 +65,18 @@ class ResumableWorkflowArgs:
 
 
 class ResumableWorkflow(pulumi.ComponentResource):
+    """Pattern 4: a workflow with a DynamoDB checkpoint per business key; a re-run from the
+    top skips the steps that already succeeded."""
+
     table: aws.dynamodb.Table
+    """The checkpoints (TTL attribute `expires_at`)."""
     state_machine: aws.sfn.StateMachine
+    """The workflow."""
 
     def __init__(
         self, name: str, args: ResumableWorkflowArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        args = as_args(ResumableWorkflowArgs, args)  # a dict from the package host
         args.validate()
         super().__init__("exactly-once:index:ResumableWorkflow", name, {}, opts)
         # One item per business key; `expires_at` (epoch seconds, set by `python -m ops`)
@@ -57,7 +84,7 @@ class ResumableWorkflow(pulumi.ComponentResource):
         self.table = key_table(
             f"{name}-checkpoints", self, ttl_attribute="expires_at", point_in_time_recovery=True
         )
-        arns = [step.arn for step in args.steps]
+        arns = [pulumi.Output.from_input(step.function) for step in args.steps]
         item_actions = [
             "dynamodb:GetItem",
             "dynamodb:PutItem",
@@ -73,7 +100,7 @@ class ResumableWorkflow(pulumi.ComponentResource):
             lambda values: json.dumps(
                 resumable_asl.definition(
                     [
-                        resumable_asl.Step(step.name, arn, tuple(step.retry))
+                        resumable_asl.Step(step.name, arn, tuple(r.asl() for r in step.retry))
                         for step, arn in zip(args.steps, values[1:], strict=True)
                     ],
                     values[0],

@@ -43,7 +43,7 @@ class Step:
 
     name: str
     function_arn: str
-    retry: tuple[dict[str, Any], ...] = ()
+    retry: tuple[dict[str, object], ...] = ()
 
 
 def validate(steps: list[Step], key_path: str) -> None:

@@ -9,8 +9,8 @@ stream (filtered to STANDBY) -> starter -> execution named by the message id:
     -> DONE, or FAILED with the error
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations`: the Pulumi package analyzer reads these
+# annotations as types (docs/pulumi-package.md).
 import dataclasses
 import functools
 import json
@@ -21,6 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.asl import CONDITION_FAILED, dynamodb_update
+from components.config import as_args
 from components.functions import allow, dead_letter_queue, handler_function, invoke_from_rule
 from components.rest_api import api_key
 from components.state_machines import executions_of, state_machine
@@ -161,14 +162,16 @@ def _invoker_item(channel: str, target_arn: str) -> str:
 
 @dataclasses.dataclass
 class SchedulerArgs:
-    """`channels`: channel name -> target Lambda ARN (or Function). The sweep runs every
-    `sweep_period_minutes` and moves messages due within `window_minutes` to STANDBY;
-    the window must cover the period, or a message could be swept too late."""
+    """The window must cover the sweep period, or a message could be swept too late."""
 
-    channels: dict[str, pulumi.Input[str] | aws.lambda_.Function]
+    channels: dict[str, pulumi.Input[str]]
+    """Channel name -> the ARN of the Lambda function a message of that channel invokes."""
     sweep_period_minutes: int = 60
+    """How often the sweep runs."""
     window_minutes: int = 65
+    """The sweep moves messages due within this window to STANDBY."""
     stage_name: str = "v1"
+    """The API's stage."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -184,18 +187,29 @@ class SchedulerArgs:
 
 
 class Scheduler(pulumi.ComponentResource):
+    """Pattern 3: register messages by API (POST /messages); each fires once, at its time."""
+
     table: aws.dynamodb.Table
+    """Messages and channels."""
     state_machine: aws.sfn.StateMachine
+    """The waiting machine, one execution per message."""
     url: pulumi.Output[str]
+    """The API: POST /messages, GET and DELETE /messages/{id}."""
     api_key: pulumi.Output[str]
+    """The API key."""
     dlq: aws.sqs.Queue
+    """Stream records that could not be started."""
     sweep_function: aws.lambda_.Function
+    """Moves messages due within the window to STANDBY."""
     starter_function: aws.lambda_.Function
+    """Starts a STANDBY message's execution."""
     clock_function: aws.lambda_.Function
+    """Returns at a message's publish time."""
 
     def __init__(
         self, name: str, args: SchedulerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
+        args = as_args(SchedulerArgs, args)  # a dict from the package host
         args.validate()
         super().__init__("exactly-once:index:Scheduler", name, {}, opts)
         self.table = self._table(name)
@@ -253,10 +267,7 @@ class Scheduler(pulumi.ComponentResource):
     def _channels(self, name: str, args: SchedulerArgs) -> dict[str, pulumi.Output[str]]:
         """Channel -> target ARN, each stored as an INVOKER item the API looks up."""
         targets = {
-            channel: target.arn
-            if isinstance(target, aws.lambda_.Function)
-            else pulumi.Output.from_input(target)
-            for channel, target in args.channels.items()
+            channel: pulumi.Output.from_input(target) for channel, target in args.channels.items()
         }
         for channel, arn in targets.items():
             aws.dynamodb.TableItem(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 import json
-from typing import Any, Literal
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -11,12 +12,15 @@ import pulumi_aws as aws
 from components.functions import service_role
 from handlers.executions import execution_arn
 
-StateMachineType = Literal["STANDARD", "EXPRESS"]
+
+class StateMachineType(enum.StrEnum):
+    STANDARD = "STANDARD"
+    EXPRESS = "EXPRESS"
 
 
 def require_standard(workflow_type: str, component: str) -> None:
     """Name dedup rests on STANDARD's 90-day unique names; EXPRESS has none."""
-    if workflow_type.upper() != "STANDARD":
+    if str(workflow_type).upper() != "STANDARD":
         raise ValueError(
             f"{component} needs a STANDARD state machine, got {workflow_type!r}: EXPRESS "
             "workflows do not deduplicate executions by name, so duplicates would run twice"

@@ -37,12 +37,13 @@ one, one message per delivery. It is never half-written.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import functools
 import importlib
 import time
 import typing
 from collections.abc import Callable, Iterable
-from typing import IO, Any, Literal
+from typing import IO, Any
 
 from handlers.errors import (
     BadInput,
@@ -56,13 +57,22 @@ from handlers.runtime import client, dead_letter, log
 from handlers.s3_events import ObjectRef, object_refs
 from handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
 from handlers.s3_read import open_version
-from handlers.settings import Settings, SettingsError
+from handlers.settings import Settings, SettingsError, choice
 
 __all__ = ["BadInput", "EtlSettings", "ObjectRef", "Transform", "transform_once"]
 
-Strategy = Literal["conditional-write", "deterministic", "control-record", "powertools"]
-STRATEGIES: tuple[Strategy, ...] = typing.get_args(Strategy)
-LOCKING: tuple[Strategy, ...] = ("control-record", "powertools")
+
+class Strategy(enum.StrEnum):
+    """How a duplicate delivery is stopped (see the module docstring)."""
+
+    CONDITIONAL_WRITE = "conditional-write"
+    DETERMINISTIC = "deterministic"
+    CONTROL_RECORD = "control-record"
+    POWERTOOLS = "powertools"
+
+
+STRATEGIES: tuple[Strategy, ...] = tuple(Strategy)
+LOCKING: tuple[Strategy, ...] = (Strategy.CONTROL_RECORD, Strategy.POWERTOOLS)
 
 Transform = Callable[[IO[bytes], ObjectRef], Iterable[bytes]]
 """`transform(source, obj)`: the output's bytes, read from `source` (the object version
@@ -75,7 +85,7 @@ class EtlSettings(Settings):
     from the environment (every one set by the component); in yours, construct them."""
 
     output_bucket: str
-    strategy: Strategy = "conditional-write"
+    strategy: Strategy = Strategy.CONDITIONAL_WRITE
     output_prefix: str = ""
     output_suffix: str = ""
     content_type: str = "application/octet-stream"
@@ -90,8 +100,10 @@ class EtlSettings(Settings):
     """Outputs larger than this are multipart uploads of parts this size (S3: >= 5 MiB)."""
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise SettingsError(f"strategy must be one of {STRATEGIES}, got {self.strategy!r}")
+        try:  # a plain string is welcome; frozen: set through object
+            object.__setattr__(self, "strategy", choice(Strategy, self.strategy, "strategy"))
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from None
         if self.strategy in LOCKING and not self.control_table:
             raise SettingsError(f"the {self.strategy} strategy needs a control_table")
         if self.part_size < MIN_PART_SIZE:

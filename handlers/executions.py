@@ -16,20 +16,27 @@ it is never reported as a duplicate.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
-import typing
-from typing import Any, Literal
+from typing import Any
 
 from handlers.errors import ClientError, aws_code
 from handlers.names import execution_name
 from handlers.runtime import client
+from handlers.settings import choice
 
 STARTED = "STARTED"
 DUPLICATE = "DUPLICATE"
-ReusePolicy = Literal["REJECT_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY"]
-REJECT_DUPLICATE: ReusePolicy = "REJECT_DUPLICATE"
-ALLOW_DUPLICATE_FAILED_ONLY: ReusePolicy = "ALLOW_DUPLICATE_FAILED_ONLY"
-REUSE_POLICIES: tuple[ReusePolicy, ...] = typing.get_args(ReusePolicy)
+
+
+class ReusePolicy(enum.StrEnum):
+    """What a second start of the same name does: nothing (REJECT_DUPLICATE), or, after
+    a failed, timed-out or aborted run, a deliberate re-run under the next attempt's name."""
+
+    REJECT_DUPLICATE = "REJECT_DUPLICATE"
+    ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
+
+
 RETRYABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
 # Errors no redelivery can fix: the event goes to the DLQ instead of being retried.
 PERMANENT_ERRORS = frozenset({"InvalidName", "InvalidExecutionInput", "InvalidArn"})
@@ -61,14 +68,13 @@ def start_once(
     key: str,
     document: dict[str, Any],
     request_id: str,
-    reuse_policy: ReusePolicy = REJECT_DUPLICATE,
+    reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE,
     hide_key: bool = False,
     sfn: Any = None,
 ) -> Outcome:
     """Start `document` (plus its attempt number and `request_id`, which must be unique
     per delivery, e.g. the Lambda request id) under the name derived from `key`."""
-    if reuse_policy not in REUSE_POLICIES:
-        raise ValueError(f"reuse policy must be one of {REUSE_POLICIES}, got {reuse_policy!r}")
+    reuse_policy = choice(ReusePolicy, reuse_policy, "reuse policy")
     sfn = sfn or client("stepfunctions")
     attempt = 0
     while True:
@@ -83,7 +89,7 @@ def start_once(
         except ClientError as exc:
             if aws_code(exc) != "ExecutionAlreadyExists":
                 raise
-            if reuse_policy == REJECT_DUPLICATE:
+            if reuse_policy == ReusePolicy.REJECT_DUPLICATE:
                 return Outcome(DUPLICATE, name, arn, attempt)
             status = sfn.describe_execution(executionArn=arn)["status"]
             if status not in RETRYABLE_STATUSES:

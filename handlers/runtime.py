@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 import os
 import sys
 import time
-from typing import Any, Literal
+from typing import Any
 
-LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
 _LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 
 

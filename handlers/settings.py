@@ -11,11 +11,14 @@ a value nobody chose. Tests construct settings directly.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import typing
 from collections.abc import Mapping
 from typing import Any, Self, cast
+
+E = typing.TypeVar("E", bound=enum.Enum)
 
 
 class SettingsError(RuntimeError):
@@ -77,7 +80,19 @@ def encode(value: str | int | bool | Mapping[str, Any]) -> str:
     return str(value)
 
 
+def choice(kind: type[E], value: object, what: str) -> E:
+    """`value` as a member of the enum `kind` (members and their values both accepted);
+    ValueError naming `what` and the choices otherwise."""
+    try:
+        return kind(value)
+    except ValueError:
+        choices = [member.value for member in kind]
+        raise ValueError(f"{what} must be one of {choices}, got {value!r}") from None
+
+
 def _decode(kind: Any, text: str) -> Any:
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return choice(kind, text, "the value")
     if typing.get_origin(kind) is typing.Literal:
         if text not in typing.get_args(kind):
             raise ValueError(f"expected one of {typing.get_args(kind)}")

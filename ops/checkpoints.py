@@ -21,7 +21,7 @@ from typing import Any
 import boto3
 
 from handlers.checkpoints import EMPTY, attribute
-from handlers.executions import ALLOW_DUPLICATE_FAILED_ONLY, Outcome, start_once
+from handlers.executions import Outcome, ReusePolicy, start_once
 
 
 class Checkpoints:
@@ -92,7 +92,7 @@ class Checkpoints:
             key,
             document,
             str(uuid.uuid4()),
-            ALLOW_DUPLICATE_FAILED_ONLY,
+            ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
             sfn=self.sfn,
         )
 

@@ -13,9 +13,9 @@ from botocore.stub import Stubber
 
 from handlers import runtime
 from handlers.executions import (
-    ALLOW_DUPLICATE_FAILED_ONLY,
     DUPLICATE,
     STARTED,
+    ReusePolicy,
     canonical_input,
     execution_arn,
     start_once,
@@ -58,9 +58,13 @@ def test_other_input_under_the_same_name_is_a_duplicate(moto: None) -> None:
 
 def test_failed_execution_is_retried_under_the_next_attempt_name(moto: None) -> None:
     machine = make_state_machine(FAIL_DEFINITION)
-    first = start_once(machine, "k1", {"key": "k1"}, new_id(), ALLOW_DUPLICATE_FAILED_ONLY)
+    first = start_once(
+        machine, "k1", {"key": "k1"}, new_id(), ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+    )
     wait_for_status(first.execution_arn, "FAILED")
-    retry = start_once(machine, "k1", {"key": "k1"}, new_id(), ALLOW_DUPLICATE_FAILED_ONLY)
+    retry = start_once(
+        machine, "k1", {"key": "k1"}, new_id(), ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+    )
     assert (retry.status, retry.attempt, retry.name) == (STARTED, 1, "k1-r1")
 
 
