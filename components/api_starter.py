@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import api_templates
-from components.config import as_args
+from components.config import Defaulted, as_args
 from components.event_patterns import s3_object_created_pattern
 from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
 from components.rest_api import api_key
@@ -57,23 +57,23 @@ OVERRIDE_STATUSES = ("409", "429", "500")  # set by the templates through respon
 class ApiGatewayStarterArgs:
     """Either `state_machine_arn` or `definition`."""
 
-    key_source: str = "$.detail.object.key"
+    key_source: Defaulted[str] = "$.detail.object.key"
     """Where a request's key is: `$.json.path` into the body, or `header:Name`."""
     state_machine_arn: pulumi.Input[str] | None = None
     """The STANDARD state machine to start (yours)."""
-    state_machine_type: StateMachineType = StateMachineType.STANDARD
+    state_machine_type: Defaulted[StateMachineType] = StateMachineType.STANDARD
     """The type of that state machine: STANDARD (EXPRESS cannot deduplicate by name)."""
     definition: pulumi.Input[str] | None = None
     """Or the ASL (JSON) of a STANDARD state machine for the component to create."""
-    authorization: Authorization = Authorization.API_KEY
+    authorization: Defaulted[Authorization] = Authorization.API_KEY
     """API_KEY (the key is an output) or AWS_IAM."""
     bucket_name: pulumi.Input[str] | None = None
     """Also route this bucket's S3 "Object Created" events here through EventBridge."""
-    stage_name: str = "v1"
+    stage_name: Defaulted[str] = "v1"
     """The API's stage."""
-    throttle_rate_limit: float = 100
+    throttle_rate_limit: Defaulted[float] = 100
     """Steady requests per second the stage admits."""
-    throttle_burst_limit: int = 200
+    throttle_burst_limit: Defaulted[int] = 200
     """Burst of requests the stage admits."""
 
     def __post_init__(self) -> None:

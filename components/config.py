@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 import typing
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 T = TypeVar("T")
+
+# An arg with a default: optional in the Pulumi package schema, which the analyzer infers
+# from annotations alone (it ignores dataclass defaults and reads only `X | None` as
+# optional), while Python's type checkers see plain `T`, as the value never is None.
+if TYPE_CHECKING:
+    Defaulted = Union[T, T]  # noqa: UP007 (a generic alias that is just T)
+else:
+    Defaulted = T | None  # subscripted at runtime: Defaulted[int] is int | None
 
 
 def snake(key: str) -> str:
@@ -37,10 +46,10 @@ def as_args(cls: type[T], args: T | Mapping[str, Any]) -> T:
         return args
     if not isinstance(args, Mapping):
         raise TypeError(f"{cls.__name__}: expected {cls.__name__} or a dict, got {args!r}")
-    hints = typing.get_type_hints(cls)
+    # (field.type is the annotation object itself: args modules do not postpone them)
     return cls(
         **{
-            field.name: _nested(hints[field.name], args[field.name])
+            field.name: _nested(field.type, args[field.name])
             for field in dataclasses.fields(cls)  # type: ignore[arg-type]
             if field.name in args
         }
@@ -48,7 +57,14 @@ def as_args(cls: type[T], args: T | Mapping[str, Any]) -> T:
 
 
 def _nested(kind: Any, value: Any) -> Any:
-    """Dicts of nested args dataclasses (in lists or dicts) turned into them."""
+    """Dicts of nested args dataclasses (in lists or dicts) turned into them, and whole
+    floats into the ints they were (the wire carries numbers as floats; the host's own
+    int conversion in pulumi 3.272 is overwritten by the float it converted)."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        kinds = [k for k in typing.get_args(kind) if k is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else kind
+    if kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
     if typing.get_origin(kind) is list and isinstance(value, list):
         [item] = typing.get_args(kind)
         return [_nested(item, v) for v in value]

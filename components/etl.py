@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.buckets import secure_bucket
-from components.config import as_args
+from components.config import Defaulted, as_args
 from components.event_patterns import s3_object_created_pattern
 from components.functions import (
     allow,
@@ -75,38 +75,38 @@ class IdempotentEtlArgs:
     transform_source: str
     """The folder your module is imported from (a relative path is from the Pulumi
     program's directory); bundled into the function beside the `handlers` package."""
-    transform_requirements: list[str] = dataclasses.field(default_factory=list)
+    transform_requirements: Defaulted[list[str]] = dataclasses.field(default_factory=list)
     """pip requirements of your transform, vendored into the function."""
-    transform_environment: dict[str, str] = dataclasses.field(default_factory=dict)
+    transform_environment: Defaulted[dict[str, str]] = dataclasses.field(default_factory=dict)
     """Your transform's own settings, as environment variables."""
-    output_suffix: str = ""
+    output_suffix: Defaulted[str] = ""
     """Appended to each output key `<output_prefix><input key>.<version or ETag>`."""
-    content_type: str = "application/octet-stream"
+    content_type: Defaulted[str] = "application/octet-stream"
     """The outputs' Content-Type."""
-    strategy: Strategy = Strategy.CONDITIONAL_WRITE
+    strategy: Defaulted[Strategy] = Strategy.CONDITIONAL_WRITE
     """conditional-write | deterministic | control-record | powertools (docs/idempotent-etl.md)."""
-    trigger: Trigger = Trigger.NOTIFICATION
+    trigger: Defaulted[Trigger] = Trigger.NOTIFICATION
     """An S3 notification (default) or an EventBridge rule."""
-    output_prefix: str = "out/"
+    output_prefix: Defaulted[str] = "out/"
     """Outputs are written under this key prefix."""
-    record_ttl_days: int = 7
+    record_ttl_days: Defaulted[int] = 7
     """How long control and FAILED records are kept."""
-    timeout: int = 60
+    timeout: Defaulted[int] = 60
     """The function's timeout, seconds."""
-    memory_size: int = 512
+    memory_size: Defaulted[int] = 512
     """The function's memory, MB."""
-    part_size_mb: int = 8
+    part_size_mb: Defaulted[int] = 8
     """Outputs above this size are multipart uploads of parts this size (S3: >= 5)."""
-    log_level: LogLevel = LogLevel.INFO
+    log_level: Defaulted[LogLevel] = LogLevel.INFO
     """The function's log level."""
-    fault_injection: FaultInjection = FaultInjection.NONE
+    fault_injection: Defaulted[FaultInjection] = FaultInjection.NONE
     """Test stacks only: 'crash-after-write' runs the handler through handlers/fault_hooks.py."""
     input_bucket_name: pulumi.Input[str] | None = None
     """An existing input bucket (yours: its notification configuration stays yours, so
     the trigger is EventBridge; turn on its EventBridge notifications). None: create one."""
-    input_prefix: str = ""
+    input_prefix: Defaulted[str] = ""
     """Only objects under this key prefix are transformed (and may be read)."""
-    input_suffix: str = ""
+    input_suffix: Defaulted[str] = ""
     """Only objects whose key ends so are transformed (and may be read)."""
     output_bucket_name: pulumi.Input[str] | None = None
     """An existing output bucket (give it an AbortIncompleteMultipartUpload lifecycle

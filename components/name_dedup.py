@@ -7,7 +7,7 @@ import dataclasses
 import pulumi
 import pulumi_aws as aws
 
-from components.config import as_args
+from components.config import Defaulted, as_args
 from components.event_patterns import s3_object_created_pattern
 from components.functions import (
     allow,
@@ -39,22 +39,22 @@ class NameDedupStarterArgs:
     """Or start on the events this EventBridge pattern (JSON) matches."""
     state_machine_arn: pulumi.Input[str] | None = None
     """The STANDARD state machine to start (yours)."""
-    state_machine_type: StateMachineType = StateMachineType.STANDARD
+    state_machine_type: Defaulted[StateMachineType] = StateMachineType.STANDARD
     """The type of that state machine: STANDARD (EXPRESS cannot deduplicate by name)."""
     definition: pulumi.Input[str] | None = None
     """Or the ASL (JSON) of a STANDARD state machine for the component to create."""
-    key_strategy: str = "object-key"
+    key_strategy: Defaulted[str] = "object-key"
     """What names an execution: object-key, bucket-key-version, key-sequencer, event-id,
     or jmespath:<expression> (docs/name-dedup-starter.md)."""
-    reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE
+    reuse_policy: Defaulted[ReusePolicy] = ReusePolicy.REJECT_DUPLICATE
     """REJECT_DUPLICATE, or ALLOW_DUPLICATE_FAILED_ONLY to re-run a failed start."""
-    hide_key: bool = False
+    hide_key: Defaulted[bool] = False
     """Name executions by a hash of the key instead of the readable key."""
-    event_bus_name: str = "default"
+    event_bus_name: Defaulted[str] = "default"
     """The event bus of the rule."""
-    log_level: LogLevel = LogLevel.INFO
+    log_level: Defaulted[LogLevel] = LogLevel.INFO
     """The starter function's log level."""
-    timeout: int = 30
+    timeout: Defaulted[int] = 30
     """The starter function's timeout, seconds."""
 
     def __post_init__(self) -> None:

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import resumable_asl
-from components.config import as_args
+from components.config import Defaulted, as_args
 from components.functions import allow
 from components.state_machines import state_machine
 from components.tables import key_table
@@ -21,11 +21,11 @@ class StepRetry:
 
     error_equals: list[str]
     """The errors retried, e.g. ["Timeout"] or ["States.TaskFailed"]."""
-    max_attempts: int = 3
+    max_attempts: Defaulted[int] = 3
     """Retries after the first attempt."""
-    interval_seconds: int = 1
+    interval_seconds: Defaulted[int] = 1
     """The wait before the first retry."""
-    backoff_rate: float = 2.0
+    backoff_rate: Defaulted[float] = 2.0
     """The factor each wait grows by."""
 
     def asl(self) -> dict[str, object]:
@@ -45,7 +45,7 @@ class WorkflowStep:
     """The step's name (its checkpoint's name: keep it stable across deployments)."""
     function: pulumi.Input[str]
     """The step's Lambda function ARN."""
-    retry: list[StepRetry] = dataclasses.field(default_factory=list)
+    retry: Defaulted[list[StepRetry]] = dataclasses.field(default_factory=list)
     """Extra retries for the function's own errors."""
 
 
@@ -53,7 +53,7 @@ class WorkflowStep:
 class ResumableWorkflowArgs:
     steps: list[WorkflowStep]
     """The steps, in order."""
-    key_path: str = "$.orderId"
+    key_path: Defaulted[str] = "$.orderId"
     """JSONPath to the business key in the execution input."""
 
     def __post_init__(self) -> None:

@@ -21,7 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.asl import CONDITION_FAILED, dynamodb_update
-from components.config import as_args
+from components.config import Defaulted, as_args
 from components.functions import allow, dead_letter_queue, handler_function, invoke_from_rule
 from components.rest_api import api_key
 from components.state_machines import executions_of, state_machine
@@ -166,11 +166,11 @@ class SchedulerArgs:
 
     channels: dict[str, pulumi.Input[str]]
     """Channel name -> the ARN of the Lambda function a message of that channel invokes."""
-    sweep_period_minutes: int = 60
+    sweep_period_minutes: Defaulted[int] = 60
     """How often the sweep runs."""
-    window_minutes: int = 65
+    window_minutes: Defaulted[int] = 65
     """The sweep moves messages due within this window to STANDBY."""
-    stage_name: str = "v1"
+    stage_name: Defaulted[str] = "v1"
     """The API's stage."""
 
     def __post_init__(self) -> None:
