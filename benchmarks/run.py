@@ -365,11 +365,10 @@ def localstack_stack() -> dict[str, Any]:
 def main() -> None:
     """All benchmarks; `run.py etl` re-runs only the ETL ones (each still a side-by-side
     comparison within one run) and keeps the others' last figures."""
-    stack = localstack_stack()
     from benchmarks import on_localstack
 
     path = ROOT / "benchmarks" / "results.json"
-    if sys.argv[1:] == ["etl"]:
+    if sys.argv[1:] == ["etl"]:  # needs LocalStack (the memory benchmark), no stack
         results = {**json.loads(path.read_text()), "etl": bench_etl()}
         results["etl_memory"] = bench_etl_memory()
     else:
@@ -379,7 +378,7 @@ def main() -> None:
             "sweep": bench_sweep(),
             "etl": bench_etl(),
             "etl_memory": bench_etl_memory(),
-            "localstack": on_localstack.run(stack),
+            "localstack": on_localstack.run(localstack_stack()),
             "machine": f"{os.cpu_count()} cores; moto in-process, and LocalStack host mode",
         }
     path.write_text(json.dumps(results, indent=2))
