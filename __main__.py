@@ -11,18 +11,18 @@ from typing import Any
 
 import pulumi
 
-from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
-from components.buckets import secure_bucket
-from components.config import args_from_config
-from components.demo_steps import DemoSteps
-from components.demo_target import DemoTarget
-from components.etl import IdempotentEtl, IdempotentEtlArgs
-from components.event_patterns import s3_object_created_pattern
-from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
-from components.provider import aws_provider
-from components.resumable import ResumableWorkflow, ResumableWorkflowArgs
-from components.scheduler import Scheduler, SchedulerArgs
 from demo import workflow as demo_workflow
+from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
+from exactly_once.components.buckets import secure_bucket
+from exactly_once.components.config import args_from_config
+from exactly_once.components.demo_steps import DemoSteps
+from exactly_once.components.demo_target import DemoTarget
+from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
+from exactly_once.components.event_patterns import s3_object_created_pattern
+from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
+from exactly_once.components.provider import aws_provider
+from exactly_once.components.resumable import ResumableWorkflow, ResumableWorkflowArgs
+from exactly_once.components.scheduler import Scheduler, SchedulerArgs
 
 config = pulumi.Config()
 region = pulumi.Config("aws").get("region") or "us-east-1"

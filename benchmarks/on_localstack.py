@@ -19,9 +19,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from components.etl import POWERTOOLS
-from components.functions import RUNTIME
-from components.lambda_asset import build_zip
 from deploy.clients import (
     client,
     eventually,
@@ -33,6 +30,9 @@ from deploy.clients import (
     scheduler_live,
 )
 from deploy.events import eventbridge
+from exactly_once.components.etl import POWERTOOLS
+from exactly_once.components.functions import RUNTIME
+from exactly_once.components.lambda_asset import build_zip
 
 HERE = Path(__file__).resolve().parent
 TRUST = {
@@ -207,7 +207,7 @@ def bench_scheduler_idle(stack: dict[str, Any], messages: int = 20) -> dict[str,
     """Messages one at a time on an idle stack, at whole and fractional times, through our
     waiting machine (registered by the API) and, interleaved, through the whole-second
     Wait alone (started directly with the same input): the lateness of each design."""
-    from handlers.scheduler import execution_input
+    from exactly_once.handlers.scheduler import execution_input
 
     out = stack["scheduler"]
     scheduler_live(out)

@@ -30,9 +30,9 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 
 from moto import mock_aws  # noqa: E402
 
-from components import resumable_asl  # noqa: E402
 from deploy.events import eventbridge  # noqa: E402
-from handlers import runtime  # noqa: E402
+from exactly_once.components import resumable_asl  # noqa: E402
+from exactly_once.handlers import runtime  # noqa: E402
 
 CALLS: collections.Counter[str] = collections.Counter()
 
@@ -87,7 +87,7 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
         runtime.client("sqs").create_queue(QueueName="dlq")
         table("locks")
         counting("stepfunctions"), counting("dynamodb")
-        from handlers import starter
+        from exactly_once.handlers import starter
 
         config = starter.StarterSettings(machine, "object-key", "REJECT_DUPLICATE", hide_key=False)
         os.environ["DLQ_URL"] = runtime.client("sqs").get_queue_url(QueueName="dlq")["QueueUrl"]
@@ -133,7 +133,7 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
                 "calls": dict(CALLS),
             }
     results["cold_import_ms"] = {
-        "name_dedup": cold_import("handlers.starter"),
+        "name_dedup": cold_import("exactly_once.handlers.starter"),
         "powertools_lock": cold_import("aws_lambda_powertools.utilities.idempotency"),
     }
     return results
@@ -159,7 +159,7 @@ def bench_resumable() -> dict[str, Any]:
 
 
 def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
-    from handlers import scheduler
+    from exactly_once.handlers import scheduler
 
     with mock_aws():
         runtime.client.cache_clear()
@@ -217,7 +217,7 @@ def etl_runs(body: bytes, objects: int, rows: int, rounds: int) -> dict[str, Any
     handlers.s3_publish), no idempotency. Each run in a fresh moto; the variants take
     turns for `rounds` rounds (each round in a rotated order) and each keeps its best (the
     least disturbed) time."""
-    from handlers import etl
+    from exactly_once.handlers import etl
 
     best: dict[str, float] = {}
     variants = ["none", *etl.STRATEGIES]
@@ -240,9 +240,9 @@ def etl_run(strategy: str, body: bytes, objects: int) -> float:
     from etl_transforms.csv_jsonl import json_lines
 
     from deploy.events import notification
-    from handlers import etl
-    from handlers.s3_publish import publish
-    from handlers.s3_read import open_version
+    from exactly_once.handlers import etl
+    from exactly_once.handlers.s3_publish import publish
+    from exactly_once.handlers.s3_read import open_version
 
     with mock_aws():
         runtime.client.cache_clear()

@@ -20,18 +20,23 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import api_templates
-from components.config import Defaulted, as_args
-from components.event_patterns import s3_object_created_pattern
-from components.functions import allow, allow_eventbridge_to_queue, dead_letter_queue, service_role
-from components.rest_api import api_key
-from components.state_machines import (
+from exactly_once.components import api_templates
+from exactly_once.components.config import Defaulted, as_args
+from exactly_once.components.event_patterns import s3_object_created_pattern
+from exactly_once.components.functions import (
+    allow,
+    allow_eventbridge_to_queue,
+    dead_letter_queue,
+    service_role,
+)
+from exactly_once.components.rest_api import api_key
+from exactly_once.components.state_machines import (
     StateMachineType,
     require_standard,
     require_target,
     target_state_machine,
 )
-from handlers.settings import choice
+from exactly_once.handlers.settings import choice
 
 PATH = "start"
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import base64
 import re
 
-from handlers.names import MAX_ATTEMPT, MAX_BODY
+from exactly_once.handlers.names import MAX_ATTEMPT, MAX_BODY
 
 ATTEMPT_HEADER = "X-Attempt"
 INVALID_REQUEST = "invalid-request"

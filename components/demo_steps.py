@@ -5,10 +5,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from components.functions import allow, handler_function
-from components.resumable import WorkflowStep
-from components.tables import key_table
-from handlers.demo_steps import StepSettings
+from exactly_once.components.functions import allow, handler_function
+from exactly_once.components.resumable import WorkflowStep
+from exactly_once.components.tables import key_table
+from exactly_once.handlers.demo_steps import StepSettings
 
 
 class DemoSteps(pulumi.ComponentResource):
@@ -24,7 +24,7 @@ class DemoSteps(pulumi.ComponentResource):
         for step in step_names:
             function = handler_function(
                 f"{name}-{step}",
-                handler="handlers.demo_steps.handler",
+                handler="exactly_once.handlers.demo_steps.handler",
                 statements=[allow(["dynamodb:UpdateItem"], [self.counter_table.arn])],
                 environment=StepSettings.environment(
                     step_name=step, counter_table=self.counter_table.name

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
-from components.functions import allow, handler_function
-from components.tables import key_table
-from handlers.demo_target import TargetSettings
+from exactly_once.components.functions import allow, handler_function
+from exactly_once.components.tables import key_table
+from exactly_once.handlers.demo_target import TargetSettings
 
 
 class DemoTarget(pulumi.ComponentResource):
@@ -21,7 +21,7 @@ class DemoTarget(pulumi.ComponentResource):
         self.fires_table = key_table(f"{name}-fires", self)
         self.function = handler_function(
             name,
-            handler="handlers.demo_target.handler",
+            handler="exactly_once.handlers.demo_target.handler",
             statements=[allow(["dynamodb:UpdateItem"], [self.fires_table.arn])],
             environment=TargetSettings.environment(fires_table=self.fires_table.name),
             timeout=10,

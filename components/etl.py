@@ -10,20 +10,20 @@ from pathlib import Path
 import pulumi
 import pulumi_aws as aws
 
-from components.buckets import secure_bucket
-from components.config import Defaulted, as_args
-from components.event_patterns import s3_object_created_pattern
-from components.functions import (
+from exactly_once.components.buckets import secure_bucket
+from exactly_once.components.config import Defaulted, as_args
+from exactly_once.components.event_patterns import s3_object_created_pattern
+from exactly_once.components.functions import (
     allow,
     dead_letter_queue,
     handler_function,
     invoke_from_rule,
 )
-from components.tables import key_table
-from handlers.etl import LOCKING, EtlSettings, Strategy, TransformSettings
-from handlers.runtime import LogLevel
-from handlers.s3_publish import MIN_PART_SIZE
-from handlers.settings import choice, encode
+from exactly_once.components.tables import key_table
+from exactly_once.handlers.etl import LOCKING, EtlSettings, Strategy, TransformSettings
+from exactly_once.handlers.runtime import LogLevel
+from exactly_once.handlers.s3_publish import MIN_PART_SIZE
+from exactly_once.handlers.settings import choice, encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
 # PutObject's IfNoneMatch arrived in botocore 1.35.16; the SDK a Lambda runtime includes
@@ -51,8 +51,8 @@ class FaultInjection(enum.StrEnum):
 # A test stack's fault -> the entry point that injects it (handlers/fault_hooks.py); real
 # stacks run the handler itself.
 FAULT_HANDLERS: dict[FaultInjection, str] = {
-    FaultInjection.NONE: "handlers.etl.handler",
-    FaultInjection.CRASH_AFTER_WRITE: "handlers.fault_hooks.etl_crash_after_write",
+    FaultInjection.NONE: "exactly_once.handlers.etl.handler",
+    FaultInjection.CRASH_AFTER_WRITE: "exactly_once.handlers.fault_hooks.etl_crash_after_write",
 }
 REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # Set by the component; a transform's own environment may not take them.
@@ -74,7 +74,7 @@ class IdempotentEtlArgs:
     handlers/etl.py; examples in examples/etl/etl_transforms)."""
     transform_source: str
     """The folder your module is imported from (a relative path is from the Pulumi
-    program's directory); bundled into the function beside the `handlers` package."""
+    program's directory); bundled into the function beside the `exactly_once` package."""
     transform_requirements: Defaulted[list[str]] = dataclasses.field(default_factory=list)
     """pip requirements of your transform, vendored into the function."""
     transform_environment: Defaulted[dict[str, str]] = dataclasses.field(default_factory=dict)
@@ -143,9 +143,9 @@ class IdempotentEtlArgs:
                 f"transform {self.transform!r}: no {module.relative_to(source)}.py "
                 f"(or package) in transform_source {str(source)!r}"
             )
-        if (source / "handlers").exists():
+        if (source / "exactly_once").exists():
             raise ValueError(
-                f"transform_source {str(source)!r} has a 'handlers' folder, which would "
+                f"transform_source {str(source)!r} has an 'exactly_once' folder, which would "
                 "shadow the ETL's own package in the function"
             )
         taken = sorted(RESERVED_VARIABLES & set(self.transform_environment))

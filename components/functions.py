@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.lambda_asset import lambda_code
+from exactly_once.components.lambda_asset import lambda_code
 
 RUNTIME = "python3.12"
 

@@ -1,5 +1,5 @@
-"""The one Lambda code asset build: the `handlers` package, a user's own source folders
-(their modules importable from the code root) and vendored dependencies.
+"""The one Lambda code asset build: the `exactly_once.handlers` package, a user's own
+source folders (their modules importable from the code root) and vendored dependencies.
 
 Both deploy paths (the Pulumi CLI and the LocalStack engine without it) get their
 code from here, so what runs in LocalStack is byte for byte what AWS would run.
@@ -19,6 +19,9 @@ import pulumi
 
 ROOT = Path(__file__).resolve().parent.parent
 HANDLERS = ROOT / "handlers"
+# The handlers keep their namespace in the zip (handler "exactly_once.handlers.etl.handler"),
+# so a user's own modules beside them, even one called `handlers`, never clash.
+PACKAGE = ROOT / "exactly_once" / "__init__.py"
 BUILD = ROOT / "build" / "lambda"
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
@@ -63,13 +66,13 @@ def _files(base: Path, prefix: str = "") -> list[tuple[Path, str]]:
 def build_zip(requirements: tuple[str, ...] = (), sources: tuple[str, ...] = ()) -> Path:
     """Build (or reuse) the zip for these source folders and vendored requirements;
     return its path."""
-    entries = _files(HANDLERS, "handlers/")
+    entries = [(PACKAGE, "exactly_once/__init__.py"), *_files(HANDLERS, "exactly_once/handlers/")]
     for source in sources:
         entries += _files(Path(source).resolve())
     names = [arcname for _, arcname in entries]
     if len(set(names)) != len(names):
         clashes = sorted({name for name in names if names.count(name) > 1})
-        raise ValueError(f"source folders clash with each other or with handlers/: {clashes[:5]}")
+        raise ValueError(f"source folders clash with each other or the handlers: {clashes[:5]}")
     deps = _vendor(requirements)
     if deps:
         entries += _files(deps)

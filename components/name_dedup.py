@@ -7,26 +7,26 @@ import dataclasses
 import pulumi
 import pulumi_aws as aws
 
-from components.config import Defaulted, as_args
-from components.event_patterns import s3_object_created_pattern
-from components.functions import (
+from exactly_once.components.config import Defaulted, as_args
+from exactly_once.components.event_patterns import s3_object_created_pattern
+from exactly_once.components.functions import (
     allow,
     dead_letter_queue,
     handler_function,
     invoke_from_rule,
 )
-from components.state_machines import (
+from exactly_once.components.state_machines import (
     StateMachineType,
     executions_of,
     require_standard,
     require_target,
     target_state_machine,
 )
-from handlers.executions import ReusePolicy
-from handlers.keys import key_extractor
-from handlers.runtime import LogLevel
-from handlers.settings import choice, encode
-from handlers.starter import StarterSettings
+from exactly_once.handlers.executions import ReusePolicy
+from exactly_once.handlers.keys import key_extractor
+from exactly_once.handlers.runtime import LogLevel
+from exactly_once.handlers.settings import choice, encode
+from exactly_once.handlers.starter import StarterSettings
 
 
 @dataclasses.dataclass
@@ -105,7 +105,7 @@ class NameDedupStarter(pulumi.ComponentResource):
         self.dlq = dead_letter_queue(name, self)
         starter = handler_function(
             f"{name}-starter",
-            handler="handlers.starter.handler",
+            handler="exactly_once.handlers.starter.handler",
             statements=[
                 allow(["states:StartExecution"], [self.state_machine_arn]),
                 allow(["states:DescribeExecution"], [executions]),

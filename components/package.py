@@ -11,11 +11,11 @@ from typing import Any
 
 import pulumi
 
-from components.api_starter import ApiGatewayStarter
-from components.etl import IdempotentEtl
-from components.name_dedup import NameDedupStarter
-from components.resumable import ResumableWorkflow
-from components.scheduler import Scheduler
+from exactly_once.components.api_starter import ApiGatewayStarter
+from exactly_once.components.etl import IdempotentEtl
+from exactly_once.components.name_dedup import NameDedupStarter
+from exactly_once.components.resumable import ResumableWorkflow
+from exactly_once.components.scheduler import Scheduler
 
 NAME = "exactly-once"  # the type tokens' package: exactly-once:index:<Component>
 VERSION = "0.1.0"

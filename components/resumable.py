@@ -8,11 +8,11 @@ import json
 import pulumi
 import pulumi_aws as aws
 
-from components import resumable_asl
-from components.config import Defaulted, as_args
-from components.functions import allow
-from components.state_machines import state_machine
-from components.tables import key_table
+from exactly_once.components import resumable_asl
+from exactly_once.components.config import Defaulted, as_args
+from exactly_once.components.functions import allow
+from exactly_once.components.state_machines import state_machine
+from exactly_once.components.tables import key_table
 
 
 @dataclasses.dataclass

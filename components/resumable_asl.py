@@ -30,8 +30,13 @@ import dataclasses
 import re
 from typing import Any
 
-from components.asl import CONDITION_FAILED, DYNAMODB_RETRY, LAMBDA_RETRY, dynamodb_update
-from handlers.checkpoints import EMPTY, attribute
+from exactly_once.components.asl import (
+    CONDITION_FAILED,
+    DYNAMODB_RETRY,
+    LAMBDA_RETRY,
+    dynamodb_update,
+)
+from exactly_once.handlers.checkpoints import EMPTY, attribute
 
 _STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 

@@ -20,13 +20,18 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.asl import CONDITION_FAILED, dynamodb_update
-from components.config import Defaulted, as_args
-from components.functions import allow, dead_letter_queue, handler_function, invoke_from_rule
-from components.rest_api import api_key
-from components.state_machines import executions_of, state_machine
-from handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings, Status
-from handlers.settings import encode
+from exactly_once.components.asl import CONDITION_FAILED, dynamodb_update
+from exactly_once.components.config import Defaulted, as_args
+from exactly_once.components.functions import (
+    allow,
+    dead_letter_queue,
+    handler_function,
+    invoke_from_rule,
+)
+from exactly_once.components.rest_api import api_key
+from exactly_once.components.state_machines import executions_of, state_machine
+from exactly_once.handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings, Status
+from exactly_once.handlers.settings import encode
 
 # The clock function sleeps the lead plus the second a Wait may end early; the rest is room
 # for its cold start and a slow host.
@@ -283,7 +288,7 @@ class Scheduler(pulumi.ComponentResource):
         """Returns at a message's publish time: needs no AWS permission of its own."""
         return handler_function(
             f"{name}-clock",
-            handler="handlers.scheduler_clock.handler",
+            handler="exactly_once.handlers.scheduler_clock.handler",
             statements=[],
             environment={},
             timeout=CLOCK_TIMEOUT_SECONDS,
@@ -312,7 +317,7 @@ class Scheduler(pulumi.ComponentResource):
         table, machine = self.table, self.state_machine
         function = handler_function(
             f"{name}-api",
-            handler="handlers.scheduler_api.handler",
+            handler="exactly_once.handlers.scheduler_api.handler",
             statements=[
                 allow(
                     ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
@@ -332,7 +337,7 @@ class Scheduler(pulumi.ComponentResource):
         table, machine = self.table, self.state_machine
         function = handler_function(
             f"{name}-sweep",
-            handler="handlers.scheduler.sweep_handler",
+            handler="exactly_once.handlers.scheduler.sweep_handler",
             statements=[
                 allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
                 allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.arn]),
@@ -359,7 +364,7 @@ class Scheduler(pulumi.ComponentResource):
         table, machine, dlq = self.table, self.state_machine, self.dlq
         starter = handler_function(
             f"{name}-starter",
-            handler="handlers.scheduler.stream_handler",
+            handler="exactly_once.handlers.scheduler.stream_handler",
             statements=[
                 allow(["states:StartExecution"], [machine.arn]),
                 # What the event source mapping reads the stream with (the function's role).

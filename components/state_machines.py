@@ -9,8 +9,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components.functions import service_role
-from handlers.executions import execution_arn
+from exactly_once.components.functions import service_role
+from exactly_once.handlers.executions import execution_arn
 
 
 class StateMachineType(enum.StrEnum):

@@ -35,7 +35,7 @@ from deploy.clients import (
     new_tag,
     scheduler_live,
 )
-from ops.checkpoints import Checkpoints
+from exactly_once.ops.checkpoints import Checkpoints
 
 
 @dataclasses.dataclass

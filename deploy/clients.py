@@ -69,7 +69,7 @@ def executions(state_machine_arn: str, containing: str = "") -> list[dict[str, A
 def api_executions(state_machine_arn: str, *keys: str, attempts: int = 4) -> list[dict[str, Any]]:
     """The API Gateway starter's executions for `keys` (their first `attempts` attempts): its
     names encode keys that are not [0-9A-Za-z_-] (components/api_templates.py)."""
-    from components.api_templates import execution_name
+    from exactly_once.components.api_templates import execution_name
 
     names = {execution_name(key, attempt) for key in keys for attempt in range(attempts)}
     return [e for e in executions(state_machine_arn) if e["name"] in names]

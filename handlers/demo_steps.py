@@ -10,9 +10,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from handlers.errors import Retryable
-from handlers.runtime import client, log
-from handlers.settings import Settings
+from exactly_once.handlers.errors import Retryable
+from exactly_once.handlers.runtime import client, log
+from exactly_once.handlers.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,8 +8,8 @@ import dataclasses
 import time
 from typing import Any
 
-from handlers.runtime import client, log
-from handlers.settings import Settings
+from exactly_once.handlers.runtime import client, log
+from exactly_once.handlers.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)

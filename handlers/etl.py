@@ -2,7 +2,7 @@
 
 A library for any Lambda function, and the component's own handler:
 
-    from handlers.etl import EtlSettings, transform_once
+    from exactly_once.handlers.etl import EtlSettings, transform_once
 
     SETTINGS = EtlSettings(output_bucket="my-outputs", output_suffix=".jsonl.gz", dlq_url=URL)
 
@@ -45,7 +45,7 @@ import typing
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-from handlers.errors import (
+from exactly_once.handlers.errors import (
     BadInput,
     ClientError,
     Permanent,
@@ -53,11 +53,11 @@ from handlers.errors import (
     aws_code,
     object_missing,
 )
-from handlers.runtime import client, dead_letter, log
-from handlers.s3_events import ObjectRef, object_refs
-from handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
-from handlers.s3_read import open_version
-from handlers.settings import Settings, SettingsError, choice
+from exactly_once.handlers.runtime import client, dead_letter, log
+from exactly_once.handlers.s3_events import ObjectRef, object_refs
+from exactly_once.handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
+from exactly_once.handlers.s3_read import open_version
+from exactly_once.handlers.settings import Settings, SettingsError, choice
 
 __all__ = ["BadInput", "EtlSettings", "ObjectRef", "Transform", "transform_once"]
 

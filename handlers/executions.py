@@ -20,10 +20,10 @@ import enum
 import json
 from typing import Any
 
-from handlers.errors import ClientError, aws_code
-from handlers.names import execution_name
-from handlers.runtime import client
-from handlers.settings import choice
+from exactly_once.handlers.errors import ClientError, aws_code
+from exactly_once.handlers.names import execution_name
+from exactly_once.handlers.runtime import client
+from exactly_once.handlers.settings import choice
 
 STARTED = "STARTED"
 DUPLICATE = "DUPLICATE"

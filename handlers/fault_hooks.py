@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from handlers import etl
-from handlers.errors import ClientError, object_missing
-from handlers.runtime import client, log
+from exactly_once.handlers import etl
+from exactly_once.handlers.errors import ClientError, object_missing
+from exactly_once.handlers.runtime import client, log
 
 CRASH_MARK = "crash-once"  # only keys with this in them crash, and only on their first run
 

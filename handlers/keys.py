@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from handlers.errors import BadEvent
+from exactly_once.handlers.errors import BadEvent
 
 
 def _s3(event: Any) -> tuple[str, dict[str, Any]]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from handlers.errors import BadEvent
+from exactly_once.handlers.errors import BadEvent
 
 MAX_NAME = 80  # Step Functions limit
 MAX_ATTEMPT = 9999

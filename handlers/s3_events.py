@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 from urllib.parse import unquote_plus
 
-from handlers.errors import BadEvent
+from exactly_once.handlers.errors import BadEvent
 
 
 @dataclasses.dataclass(frozen=True)

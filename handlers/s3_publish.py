@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from handlers.errors import ClientError
-from handlers.runtime import log
+from exactly_once.handlers.errors import ClientError
+from exactly_once.handlers.runtime import log
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's smallest part but the last
 DEFAULT_PART_SIZE = 8 * 1024 * 1024

@@ -20,7 +20,7 @@ from botocore.exceptions import (
     ResponseStreamingError,
 )
 
-from handlers.runtime import log
+from exactly_once.handlers.runtime import log
 
 BROKEN_STREAM = (
     ConnectionClosedError,

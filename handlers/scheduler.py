@@ -27,10 +27,10 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
-from handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
-from handlers.executions import Outcome, start_once
-from handlers.runtime import client, log, request_id
-from handlers.settings import Settings
+from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
+from exactly_once.handlers.executions import Outcome, start_once
+from exactly_once.handlers.runtime import client, log, request_id
+from exactly_once.handlers.settings import Settings
 
 STATUS_INDEX = "by-status"
 PAST_TOLERANCE_SECONDS = 5
@@ -222,8 +222,8 @@ def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
             return message
         raise Conflict(f"message is {message['status']}; only RESERVED or STANDBY can be cancelled")
     # The Claim step would refuse to fire anyway; stopping the Wait just ends it early.
-    from handlers.executions import execution_arn
-    from handlers.names import execution_name
+    from exactly_once.handlers.executions import execution_arn
+    from exactly_once.handlers.names import execution_name
 
     arn = execution_arn(config.state_machine_arn, execution_name(message_id))
     try:

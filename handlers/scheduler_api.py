@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from handlers import scheduler
-from handlers.errors import BadEvent, Conflict, NotFound
-from handlers.runtime import log
+from exactly_once.handlers import scheduler
+from exactly_once.handlers.errors import BadEvent, Conflict, NotFound
+from exactly_once.handlers.runtime import log
 
 
 def respond(status: int, body: Any) -> dict[str, Any]:

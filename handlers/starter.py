@@ -10,12 +10,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from handlers.errors import BadEvent, ClientError, aws_code
-from handlers.executions import PERMANENT_ERRORS, ReusePolicy, start_once
-from handlers.keys import key_extractor
-from handlers.names import key_hash
-from handlers.runtime import dead_letter, log, request_id
-from handlers.settings import Settings
+from exactly_once.handlers.errors import BadEvent, ClientError, aws_code
+from exactly_once.handlers.executions import PERMANENT_ERRORS, ReusePolicy, start_once
+from exactly_once.handlers.keys import key_extractor
+from exactly_once.handlers.names import key_hash
+from exactly_once.handlers.runtime import dead_letter, log, request_id
+from exactly_once.handlers.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)

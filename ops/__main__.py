@@ -7,8 +7,8 @@
     python -m ops rerun  --key K --input J  re-run from the top (next attempt name)
     python -m ops redrive --execution ARN   Step Functions' RedriveExecution instead
 
-The workflow comes from the deployed stack's outputs (--stack, default local) or
-from --table and --state-machine.
+The workflow comes from --table and --state-machine, or, in the repository, from a
+deployed stack's outputs (--stack, default local). Installed: `python -m exactly_once.ops`.
 """
 
 from __future__ import annotations
@@ -18,14 +18,17 @@ import json
 import sys
 from typing import Any
 
-from deploy import outputs_path
-from deploy.stack_config import load
-from ops.checkpoints import Checkpoints
+from exactly_once.ops.checkpoints import Checkpoints
 
 
 def _workflow(args: argparse.Namespace) -> Checkpoints:
     if args.table and args.state_machine:
         return Checkpoints(args.table, args.state_machine, args.endpoint_url)
+    try:  # the repository's stacks (deploy/ is not installed)
+        from deploy import outputs_path
+        from deploy.stack_config import load
+    except ImportError:
+        raise SystemExit("outside the repository, give --table and --state-machine") from None
     path = outputs_path(args.stack)
     if not path.exists():
         raise SystemExit(f"stack {args.stack!r} is not deployed ({path} is missing)")

@@ -20,8 +20,8 @@ from typing import Any
 
 import boto3
 
-from handlers.checkpoints import EMPTY, attribute
-from handlers.executions import Outcome, ReusePolicy, start_once
+from exactly_once.handlers.checkpoints import EMPTY, attribute
+from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
 
 
 class Checkpoints:

@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 from pulumi.provider.experimental import component_provider_host
 
-from components.package import COMPONENTS, NAME, VERSION
+from exactly_once.components.package import COMPONENTS, NAME, VERSION
 
 if __name__ == "__main__":
     component_provider_host(COMPONENTS, name=NAME, version=VERSION)

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from components.api_templates import execution_name
 from deploy.clients import (
     api_executions,
     client,
@@ -18,6 +17,7 @@ from deploy.clients import (
     new_tag,
     steady,
 )
+from exactly_once.components.api_templates import execution_name
 
 
 @pytest.fixture

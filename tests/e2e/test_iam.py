@@ -33,7 +33,7 @@ from deploy.clients import (
     new_tag,
     steady,
 )
-from ops.checkpoints import Checkpoints
+from exactly_once.ops.checkpoints import Checkpoints
 from tests.e2e import iam
 from tests.e2e.retries import retry_warning, started_once_by_the_retry
 

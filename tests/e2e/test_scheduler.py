@@ -23,7 +23,7 @@ from deploy.clients import (
     new_tag,
     steady,
 )
-from handlers import scheduler as scheduler_handlers
+from exactly_once.handlers import scheduler as scheduler_handlers
 
 LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
 

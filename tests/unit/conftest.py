@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 from deploy import events
-from handlers import runtime
+from exactly_once.handlers import runtime
 
 REGION = "us-east-1"
 FAIL_DEFINITION = {"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Boom"}}}

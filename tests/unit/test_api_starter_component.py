@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from deploy.localstack_engine import unwrap_secrets
+from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from tests.unit.pulumi_harness import run
 
 WORKFLOW = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}

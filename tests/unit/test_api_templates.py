@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from components import api_templates as t
-from handlers.names import MAX_BODY, is_valid_name
+from exactly_once.components import api_templates as t
+from exactly_once.handlers.names import MAX_BODY, is_valid_name
 from tests.unit.vtl import render
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:m"

@@ -8,7 +8,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from handlers import demo_target, runtime
+from exactly_once.handlers import demo_target, runtime
 
 CONFIG = demo_target.TargetSettings(fires_table="fires")
 

@@ -12,8 +12,8 @@ import pytest
 from moto import mock_aws
 
 from deploy import events
-from handlers import runtime
-from handlers.s3_events import ObjectRef
+from exactly_once.handlers import runtime
+from exactly_once.handlers.s3_events import ObjectRef
 from tests.unit.pulumi_harness import ROOT, run
 
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
@@ -22,7 +22,7 @@ SAMPLES = [
     for path in sorted((ROOT / "docs").glob("*.md"))
     for n, code in enumerate(BLOCK.findall(path.read_text()))
 ]
-PROGRAMS = [sample for sample in SAMPLES if "from components" in sample.values[0]]
+PROGRAMS = [sample for sample in SAMPLES if "from exactly_once.components" in sample.values[0]]
 LAMBDA_SIDE = [sample for sample in SAMPLES if sample not in PROGRAMS]
 
 

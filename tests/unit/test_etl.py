@@ -15,11 +15,11 @@ import pytest
 from etl_transforms import csv_jsonl, jsonl_gzip
 
 from deploy import events
-from handlers import etl, runtime
-from handlers.errors import BadEvent, BadInput
-from handlers.s3_events import object_refs
-from handlers.s3_publish import MIN_PART_SIZE
-from handlers.settings import SettingsError
+from exactly_once.handlers import etl, runtime
+from exactly_once.handlers.errors import BadEvent, BadInput
+from exactly_once.handlers.s3_events import object_refs
+from exactly_once.handlers.s3_publish import MIN_PART_SIZE
+from exactly_once.handlers.settings import SettingsError
 
 CSV = b"id,name,amount\n1,alpha,2.5\n"
 
@@ -245,7 +245,7 @@ def test_deterministic_redelivery_stops_at_the_published_output(
 def test_the_crash_fault_kills_the_first_run_after_its_put_and_the_retry_finds_it_whole(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch, strategy: str
 ) -> None:
-    from handlers import fault_hooks
+    from exactly_once.handlers import fault_hooks
 
     class Killed(BaseException):  # what os._exit would do to the sandbox
         pass
@@ -410,7 +410,7 @@ def test_a_duplicate_multipart_completion_is_a_duplicate_and_its_parts_are_dropp
 def test_the_crash_fault_kills_a_run_mid_multipart_and_the_retry_publishes_once(
     world: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from handlers import fault_hooks
+    from exactly_once.handlers import fault_hooks
 
     class Killed(BaseException):
         pass
@@ -422,7 +422,7 @@ def test_the_crash_fault_kills_a_run_mid_multipart_and_the_retry_publishes_once(
     config = settings("conditional-write")
     event = notification(f"in/{fault_hooks.CRASH_MARK}-big.csv", big_csv(ROWS_OVER_TWO_PARTS))
     fault_hooks.arm_crash_after_write()
-    from handlers import s3_publish
+    from exactly_once.handlers import s3_publish
 
     monkeypatch.setattr(s3_publish, "_abort", lambda *_: None)  # a killed run aborts nothing
     with pytest.raises(Killed):
@@ -483,7 +483,7 @@ def test_the_components_handler_runs_the_transform_its_environment_names(
     }
     for var, value in env.items():
         monkeypatch.setenv(var, value)
-    monkeypatch.setattr("handlers.settings._CURRENT", {})
+    monkeypatch.setattr("exactly_once.handlers.settings._CURRENT", {})
     [result] = etl.handler(notification("in/a.csv"), context())["results"]
     assert result["status"] == "WRITTEN"
 
@@ -501,7 +501,7 @@ def test_a_broken_input_stream_resumes_where_it_stopped_on_the_same_version(
 ) -> None:
     from botocore.exceptions import IncompleteReadError
 
-    from handlers.s3_read import open_version
+    from exactly_once.handlers.s3_read import open_version
 
     s3 = runtime.client("s3")
     data = bytes(range(256)) * 40_000  # 10 MB

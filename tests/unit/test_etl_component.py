@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from components.etl import IdempotentEtl
-from components.etl import IdempotentEtlArgs as Args
+from exactly_once.components.etl import IdempotentEtl
+from exactly_once.components.etl import IdempotentEtlArgs as Args
 from tests.unit.pulumi_harness import run
 
 CSV_TRANSFORM = {
@@ -108,9 +109,9 @@ def test_the_users_transform_is_bundled_and_named_with_its_own_environment() -> 
         ".jsonl.gz",
         "application/gzip",
     )
-    assert function["handler"] == "handlers.etl.handler"
+    assert function["handler"] == "exactly_once.handlers.etl.handler"
     names = zipfile.ZipFile(function["code"].path).namelist()
-    assert "etl_transforms/jsonl_gzip.py" in names and "handlers/etl.py" in names
+    assert "etl_transforms/jsonl_gzip.py" in names and "exactly_once/handlers/etl.py" in names
 
 
 def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
@@ -127,7 +128,7 @@ def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
         ({"transform": "etl_transforms.csv_jsonl"}, "'package.module:function'"),
         ({"transform": "etl_transforms.absent:transform"}, "no etl_transforms/absent.py"),
         ({"transform_source": "examples/nowhere"}, "is not a folder"),
-        ({"transform_source": "."}, "'handlers' folder"),
+        ({"transform_source": "."}, "'exactly_once' folder"),
         ({"transform_environment": {"OUTPUT_BUCKET": "x"}}, "may not set"),
         ({"transform_environment": {"AWS_REGION": "x"}}, "may not set"),
         ({"part_size_mb": 4}, "at least 5"),
@@ -137,7 +138,24 @@ def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
 def test_a_transform_that_cannot_be_run_is_refused_with_the_reason(
     changes: dict[str, Any], message: str
 ) -> None:
-    if changes.get("transform_source") == ".":  # the repository root holds handlers/
-        changes = {**changes, "transform": "components.etl:IdempotentEtl"}
+    if changes.get("transform_source") == ".":  # the repository root holds exactly_once/
+        changes = {**changes, "transform": "exactly_once.components.etl:IdempotentEtl"}
     with pytest.raises(ValueError, match=message):
         IdempotentEtlArgs(**changes)
+
+
+def test_a_transform_source_with_its_own_handlers_package_is_bundled_beside_ours(
+    tmp_path: Path,
+) -> None:
+    # A team's code with a `handlers` package of its own: ours is exactly_once.handlers
+    (tmp_path / "handlers").mkdir()
+    (tmp_path / "handlers" / "__init__.py").write_text("")
+    (tmp_path / "handlers" / "team.py").write_text("def transform(source, obj):\n    yield b''\n")
+    args = IdempotentEtlArgs(transform="handlers.team:transform", transform_source=str(tmp_path))
+    mocks = run(lambda: IdempotentEtl("etl", args))
+    function = mocks.named("etl-transform").inputs
+    names = zipfile.ZipFile(function["code"].path).namelist()
+    assert {"handlers/team.py", "exactly_once/handlers/etl.py", "exactly_once/__init__.py"} <= set(
+        names
+    )
+    assert function["environment"]["variables"]["TRANSFORM"] == "handlers.team:transform"

@@ -11,8 +11,8 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
-from handlers import runtime
-from handlers.executions import (
+from exactly_once.handlers import runtime
+from exactly_once.handlers.executions import (
     DUPLICATE,
     STARTED,
     ReusePolicy,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from handlers.errors import BadEvent
-from handlers.keys import key_extractor
+from exactly_once.handlers.errors import BadEvent
+from exactly_once.handlers.keys import key_extractor
 from tests.unit.conftest import s3_event
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components.name_dedup import NameDedupStarter, NameDedupStarterArgs
+from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from tests.unit.pulumi_harness import run
 
 WORKFLOW = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
@@ -34,7 +34,7 @@ def test_wires_rule_target_function_and_dlq() -> None:
     env = function.inputs["environment"]["variables"]
     assert env["KEY_STRATEGY"] == "key-sequencer"
     assert env["REUSE_POLICY"] == "ALLOW_DUPLICATE_FAILED_ONLY"
-    assert function.inputs["handler"] == "handlers.starter.handler"
+    assert function.inputs["handler"] == "exactly_once.handlers.starter.handler"
     assert function.inputs["deadLetterConfig"]["targetArn"].endswith(":nd-dlq")
     permission = mocks.named("nd-invoke")
     assert permission.inputs["principal"] == "events.amazonaws.com"

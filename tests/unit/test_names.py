@@ -7,8 +7,8 @@ import string
 
 import pytest
 
-from handlers.errors import BadEvent
-from handlers.names import (
+from exactly_once.handlers.errors import BadEvent
+from exactly_once.handlers.names import (
     HASH_CHARS,
     MAX_ATTEMPT,
     MAX_NAME,

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import as_args
-from components.package import COMPONENTS, NAME, schema
+from exactly_once.components.config import as_args
+from exactly_once.components.package import COMPONENTS, NAME, schema
 from tests.unit.pulumi_harness import ROOT, run
 
 SCHEMA = schema()
@@ -101,8 +101,8 @@ def test_every_output_is_typed_and_described(component: type) -> None:
 
 
 def test_every_choice_is_an_enum_of_its_python_values() -> None:
-    from components.etl import Strategy, Trigger
-    from handlers.executions import ReusePolicy
+    from exactly_once.components.etl import Strategy, Trigger
+    from exactly_once.handlers.executions import ReusePolicy
 
     for enum in (Strategy, Trigger, ReusePolicy):
         [values] = [t["enum"] for n, t in TYPES.items() if n.endswith(f":{enum.__name__}")]
@@ -311,3 +311,54 @@ class TypeScriptLiteral:
         while self.text[self.at].isspace():
             self.at += 1
         return self.text[self.at]
+
+
+# -- the install ---------------------------------------------------------------------
+def test_the_wheel_installs_one_namespace_and_no_generic_top_level_names(
+    tmp_path: Path,
+) -> None:
+    import zipfile
+
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet"]
+    subprocess.run(
+        [*pip, "--wheel-dir", str(tmp_path), str(ROOT)],
+        check=True,
+        capture_output=True,
+    )
+    [wheel] = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {name.split("/")[0] for name in names} == {
+        "exactly_once",
+        "pulumi_exactly_once-0.1.0.dist-info",
+    }
+    for module in (
+        "components/etl.py",
+        "components/package.py",
+        "handlers/etl.py",
+        "ops/checkpoints.py",
+    ):
+        assert f"exactly_once/{module}" in names
+
+
+SHIPPED_OR_USING = (
+    "components",
+    "handlers",
+    "ops",
+    "deploy",
+    "demo",
+    "benchmarks",
+    "tests",
+    "examples",
+    "provider",
+)
+UNNAMESPACED = re.compile(r"^\s*(from|import) (components|handlers|ops)(\.|\s|$)", re.M)
+
+
+def test_nothing_imports_the_packages_by_their_bare_folder_names() -> None:
+    # One name per module: `handlers.errors.BadInput` beside `exactly_once.handlers.errors.
+    # BadInput` would be two classes, and an except clause would miss one.
+    files = [ROOT / "__main__.py"] + [
+        path for folder in SHIPPED_OR_USING for path in (ROOT / folder).rglob("*.py")
+    ]
+    offenders = [str(p.relative_to(ROOT)) for p in files if UNNAMESPACED.search(p.read_text())]
+    assert offenders == []

@@ -14,9 +14,9 @@ import pytest
 from moto import mock_aws
 from moto.moto_api._internal.models import moto_api_backend
 
-from components import resumable_asl as asl
-from handlers import runtime
-from ops.checkpoints import Checkpoints
+from exactly_once.components import resumable_asl as asl
+from exactly_once.handlers import runtime
+from exactly_once.ops.checkpoints import Checkpoints
 
 ACCOUNT = "123456789012"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from components.resumable import ResumableWorkflow, ResumableWorkflowArgs, WorkflowStep
+from exactly_once.components.resumable import ResumableWorkflow, ResumableWorkflowArgs, WorkflowStep
 from tests.unit.pulumi_harness import run
 
 ARN = "arn:aws:lambda:us-east-1:123456789012:function:"

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from handlers import runtime, scheduler, scheduler_api
-from handlers.errors import BadEvent, Conflict
-from handlers.scheduler import SchedulerSettings
+from exactly_once.handlers import runtime, scheduler, scheduler_api
+from exactly_once.handlers.errors import BadEvent, Conflict
+from exactly_once.handlers.scheduler import SchedulerSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
 
 NOW = 1_800_000_000.0
@@ -235,7 +235,7 @@ def test_the_wait_wakes_a_lead_ahead_and_the_fallback_is_never_early(
 
 
 def test_the_waiting_machine_claims_before_the_instant_and_fires_after_the_clock() -> None:
-    from components.scheduler import waiting_definition
+    from exactly_once.components.scheduler import waiting_definition
 
     states = waiting_definition("t", "arn:clock")["States"]
     assert states["Wait"] == {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Claim"}
@@ -264,7 +264,7 @@ class Context:
 
 @pytest.mark.parametrize("ahead", [0.05, 0.3, 0.77])
 def test_the_clock_returns_at_the_publish_time_never_before(ahead: float) -> None:
-    from handlers import scheduler_clock
+    from exactly_once.handlers import scheduler_clock
 
     publish = time.time() + ahead
     result = scheduler_clock.handler({"publishTime": publish}, Context(10_000))
@@ -274,7 +274,7 @@ def test_the_clock_returns_at_the_publish_time_never_before(ahead: float) -> Non
 
 
 def test_the_clock_returns_at_once_for_a_time_already_past() -> None:
-    from handlers import scheduler_clock
+    from exactly_once.handlers import scheduler_clock
 
     started = time.time()
     result = scheduler_clock.handler({"publishTime": started - 5}, Context(10_000))
@@ -283,7 +283,7 @@ def test_the_clock_returns_at_once_for_a_time_already_past() -> None:
 
 
 def test_the_clock_refuses_to_sleep_past_its_own_timeout() -> None:
-    from handlers import scheduler_clock
+    from exactly_once.handlers import scheduler_clock
 
     started = time.time()
     with pytest.raises(scheduler_clock.NotYet):

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from handlers import runtime, starter
-from handlers.settings import SettingsError
-from handlers.starter import StarterSettings
+from exactly_once.handlers import runtime, starter
+from exactly_once.handlers.settings import SettingsError
+from exactly_once.handlers.starter import StarterSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine, s3_event
 
 

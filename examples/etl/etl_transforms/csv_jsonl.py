@@ -15,8 +15,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from handlers.errors import BadInput
-from handlers.s3_events import ObjectRef
+from exactly_once.handlers.errors import BadInput
+from exactly_once.handlers.s3_events import ObjectRef
 
 DEFAULT_SCHEMA = {"id": "int", "name": "str", "amount": "float"}
 ROWS_PER_CHUNK = 2000

@@ -12,8 +12,8 @@ import zlib
 from collections.abc import Iterator
 from typing import IO
 
-from handlers.errors import BadInput
-from handlers.s3_events import ObjectRef
+from exactly_once.handlers.errors import BadInput
+from exactly_once.handlers.s3_events import ObjectRef
 
 READ_SIZE = 1024 * 1024
 GZIP = 16 + zlib.MAX_WBITS  # zlib writes a gzip container with mtime 0 and no file name

@@ -1,0 +1,11 @@
+"""exactly-once: exactly-once effects from at-least-once AWS event sources.
+
+One namespace for everything a user installs or a function runs, so nothing here takes a
+generic top-level name (`handlers`, `components`) from a user's own code:
+- `exactly_once.components`: the five Pulumi components (and their package, `package.py`);
+- `exactly_once.handlers`: the Lambda-side code, which every function's zip carries under
+  this same name (`exactly_once.handlers.etl.transform_once` in your own function);
+- `exactly_once.ops`: `python -m exactly_once.ops`, checkpoints and re-runs (pattern 4).
+In the repository these are the top-level folders `components/`, `handlers/` and `ops/`,
+linked here.
+"""
