@@ -12,11 +12,11 @@ from typing import Any
 import pulumi
 
 from demo import workflow as demo_workflow
+from demo.steps import DemoSteps
+from demo.target import DemoTarget
 from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from exactly_once.components.buckets import secure_bucket
 from exactly_once.components.config import args_from_config
-from exactly_once.components.demo_steps import DemoSteps
-from exactly_once.components.demo_target import DemoTarget
 from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
 from exactly_once.components.event_patterns import s3_object_created_pattern
 from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
@@ -154,7 +154,7 @@ if etl_config is not None:
         }
     pulumi.export("etl", etl_outputs)
 
-# The resumable workflow, with demo steps (handlers/demo_steps.py) named in config.
+# The resumable workflow, with demo steps (demo/functions/demo_steps.py) named in config.
 resumable = config.get_object("resumable")
 if resumable is not None:
     demo = DemoSteps("resumable-steps", list(resumable.pop("demoSteps")), opts)
@@ -171,7 +171,7 @@ if resumable is not None:
         },
     )
 
-# The scheduler; `demoChannels` get a recording demo target each (handlers/demo_target.py).
+# The scheduler; `demoChannels` get a recording demo target each (demo/functions/demo_target.py).
 scheduler_config = config.get_object("scheduler")
 if scheduler_config is not None:
     channels = dict(scheduler_config.pop("channels", {}))

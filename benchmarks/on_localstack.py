@@ -19,7 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from deploy.clients import (
+from exactly_once.components.etl import POWERTOOLS
+from exactly_once.components.functions import RUNTIME
+from exactly_once.components.lambda_asset import build_zip
+from tests.clients import (
     client,
     eventually,
     fire_records,
@@ -29,10 +32,7 @@ from deploy.clients import (
     new_tag,
     scheduler_live,
 )
-from deploy.events import eventbridge
-from exactly_once.components.etl import POWERTOOLS
-from exactly_once.components.functions import RUNTIME
-from exactly_once.components.lambda_asset import build_zip
+from tests.events import eventbridge
 
 HERE = Path(__file__).resolve().parent
 TRUST = {

@@ -30,9 +30,9 @@ os.environ.pop("AWS_ENDPOINT_URL", None)
 
 from moto import mock_aws  # noqa: E402
 
-from deploy.events import eventbridge  # noqa: E402
 from exactly_once.components import resumable_asl  # noqa: E402
 from exactly_once.handlers import runtime  # noqa: E402
+from tests.events import eventbridge  # noqa: E402
 
 CALLS: collections.Counter[str] = collections.Counter()
 
@@ -239,10 +239,10 @@ def etl_runs(body: bytes, objects: int, rows: int, rounds: int) -> dict[str, Any
 def etl_run(strategy: str, body: bytes, objects: int) -> float:
     from etl_transforms.csv_jsonl import json_lines
 
-    from deploy.events import notification
     from exactly_once.handlers import etl
     from exactly_once.handlers.s3_publish import publish
     from exactly_once.handlers.s3_read import open_version
+    from tests.events import notification
 
     with mock_aws():
         runtime.client.cache_clear()
@@ -307,7 +307,7 @@ def bench_etl_memory(megabytes: int = 200) -> dict[str, Any]:
     """Peak memory of the ETL transforming one `megabytes` input from LocalStack's S3, in a
     fresh process per way (benchmarks/etl_memory.py): streaming (ours) against reading the
     whole object and building the whole output in memory."""
-    from deploy.clients import ENDPOINT, client
+    from tests.clients import ENDPOINT, client
 
     s3 = client("s3")
     for bucket in ("bench-etl-in", "bench-etl-out"):
@@ -350,7 +350,7 @@ def bench_etl_memory(megabytes: int = 200) -> dict[str, Any]:
 def localstack_stack() -> dict[str, Any]:
     """The deployed `local` stack's outputs, or exit saying how to get them."""
     from deploy import outputs_path
-    from deploy.clients import ENDPOINT
+    from tests.clients import ENDPOINT
 
     path = outputs_path("local")
     if not path.exists():

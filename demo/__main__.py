@@ -17,9 +17,10 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from deploy import events as s3
 from deploy import outputs_path
-from deploy.clients import (
+from exactly_once.ops.checkpoints import Checkpoints
+from tests import events as s3
+from tests.clients import (
     ENDPOINT,
     api_executions,
     client,
@@ -35,7 +36,6 @@ from deploy.clients import (
     new_tag,
     scheduler_live,
 )
-from exactly_once.ops.checkpoints import Checkpoints
 
 
 @dataclasses.dataclass

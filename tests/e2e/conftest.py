@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from deploy.clients import ENDPOINT
+from tests.clients import ENDPOINT
 from tests.e2e import iam
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,8 +70,8 @@ def stack() -> Iterator[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def scheduler(stack: dict[str, Any]) -> dict[str, Any]:
-    """The scheduler, once its stream starter is live (see `deploy.clients.scheduler_live`)."""
-    from deploy.clients import scheduler_live
+    """The scheduler, once its stream starter is live (see `tests.clients.scheduler_live`)."""
+    from tests.clients import scheduler_live
 
     scheduler_live(stack["scheduler"])
     return stack["scheduler"]

@@ -16,8 +16,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from deploy.clients import IAM_REPORT_URL, client
-from deploy.clients import iam_report as report
+from tests.clients import IAM_REPORT_URL, client
+from tests.clients import iam_report as report
 
 
 @dataclasses.dataclass

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from deploy.clients import (
+from exactly_once.components.api_templates import execution_name
+from tests.clients import (
     api_executions,
     client,
     eventually,
@@ -17,7 +18,6 @@ from deploy.clients import (
     new_tag,
     steady,
 )
-from exactly_once.components.api_templates import execution_name
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """The reliability suite (marker `faults`): duplicate storms, throttles injected into
-LocalStack (`deploy.clients.fault`) and a bad-input table per entry point.
+LocalStack (`tests.clients.fault`) and a bad-input table per entry point.
 STORM_SIZE sets the storm (CI: 60; full size: STORM_SIZE=1000)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from deploy import events as s3
-from deploy.clients import (
+from tests import events as s3
+from tests.clients import (
     api_executions,
     client,
     drain,

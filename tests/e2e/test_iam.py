@@ -18,8 +18,9 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
-from deploy import events
-from deploy.clients import (
+from exactly_once.ops.checkpoints import Checkpoints
+from tests import events
+from tests.clients import (
     ENDPOINT,
     api_executions,
     client,
@@ -33,7 +34,6 @@ from deploy.clients import (
     new_tag,
     steady,
 )
-from exactly_once.ops.checkpoints import Checkpoints
 from tests.e2e import iam
 from tests.e2e.retries import retry_warning, started_once_by_the_retry
 

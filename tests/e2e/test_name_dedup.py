@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from deploy import events
-from deploy.clients import (
+from tests import events
+from tests.clients import (
     client,
     drain,
     eventually,

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from deploy.clients import ENDPOINT, client, eventually, new_tag
 from exactly_once.components.resumable_asl import reference_transitions, transitions
 from exactly_once.ops.checkpoints import Checkpoints
+from tests.clients import ENDPOINT, client, eventually, new_tag
 
 
 @pytest.fixture

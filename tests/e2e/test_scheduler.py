@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from deploy.clients import (
+from exactly_once.handlers import scheduler as scheduler_handlers
+from tests.clients import (
     client,
     eventually,
     executions,
@@ -23,7 +24,6 @@ from deploy.clients import (
     new_tag,
     steady,
 )
-from exactly_once.handlers import scheduler as scheduler_handlers
 
 LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
 

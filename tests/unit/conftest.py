@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from deploy import events
 from exactly_once.handlers import runtime
+from tests import events
 
 REGION = "us-east-1"
 FAIL_DEFINITION = {"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Boom"}}}

@@ -8,7 +8,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from exactly_once.handlers import demo_target, runtime
+from demo.functions import demo_target
+from exactly_once.handlers import runtime
 
 CONFIG = demo_target.TargetSettings(fires_table="fires")
 

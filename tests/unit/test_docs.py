@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from deploy import events
 from exactly_once.handlers import runtime
 from exactly_once.handlers.s3_events import ObjectRef
+from tests import events
 from tests.unit.pulumi_harness import ROOT, run
 
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)

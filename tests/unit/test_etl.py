@@ -14,12 +14,12 @@ from typing import Any
 import pytest
 from etl_transforms import csv_jsonl, jsonl_gzip
 
-from deploy import events
 from exactly_once.handlers import etl, runtime
 from exactly_once.handlers.errors import BadEvent, BadInput
 from exactly_once.handlers.s3_events import object_refs
 from exactly_once.handlers.s3_publish import MIN_PART_SIZE
 from exactly_once.handlers.settings import SettingsError
+from tests import events
 
 CSV = b"id,name,amount\n1,alpha,2.5\n"
 

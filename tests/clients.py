@@ -178,7 +178,7 @@ def _fire_fields(item: dict[str, Any]) -> dict[str, float]:
 
 
 def fire_record(table: str, message_id: str) -> dict[str, float] | None:
-    """The demo scheduler target's record of one message (handlers/demo_target.py):
+    """The demo scheduler target's record of one message (demo/functions/demo_target.py):
     fires, fired_at, publish_time, repeats (suppressed repeat invokes); None if unfired."""
     key = {"pk": {"S": f"fired#{message_id}"}}
     item = client("dynamodb").get_item(TableName=table, Key=key, ConsistentRead=True)

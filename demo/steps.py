@@ -1,14 +1,18 @@
-"""Step functions for the demo resumable workflow (handlers/demo_steps.py), one per name."""
+"""Step functions for the demo resumable workflow (demo/functions/demo_steps.py), one per
+name. Demo support, built only by a stack that asks for it (`demoSteps`); the functions'
+code is bundled from demo/functions, as a user's own code would be."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
 
+from demo.functions.demo_steps import StepSettings
 from exactly_once.components.functions import allow, handler_function
 from exactly_once.components.resumable import WorkflowStep
 from exactly_once.components.tables import key_table
-from exactly_once.handlers.demo_steps import StepSettings
 
 
 class DemoSteps(pulumi.ComponentResource):
@@ -24,7 +28,8 @@ class DemoSteps(pulumi.ComponentResource):
         for step in step_names:
             function = handler_function(
                 f"{name}-{step}",
-                handler="exactly_once.handlers.demo_steps.handler",
+                handler="demo_steps.handler",
+                sources=(str(Path(__file__).parent / "functions"),),
                 statements=[allow(["dynamodb:UpdateItem"], [self.counter_table.arn])],
                 environment=StepSettings.environment(
                     step_name=step, counter_table=self.counter_table.name

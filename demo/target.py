@@ -1,13 +1,18 @@
-"""A demo scheduler channel (handlers/demo_target.py) that records every fire."""
+"""A demo scheduler channel (demo/functions/demo_target.py) that records every fire.
+
+Demo support, built only by a stack that asks for it (`demoChannels`); its function's
+code is bundled from demo/functions, as a user's own code would be."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
 
+from demo.functions.demo_target import TargetSettings
 from exactly_once.components.functions import allow, handler_function
 from exactly_once.components.tables import key_table
-from exactly_once.handlers.demo_target import TargetSettings
 
 
 class DemoTarget(pulumi.ComponentResource):
@@ -21,7 +26,8 @@ class DemoTarget(pulumi.ComponentResource):
         self.fires_table = key_table(f"{name}-fires", self)
         self.function = handler_function(
             name,
-            handler="exactly_once.handlers.demo_target.handler",
+            handler="demo_target.handler",
+            sources=(str(Path(__file__).parent / "functions"),),
             statements=[allow(["dynamodb:UpdateItem"], [self.fires_table.arn])],
             environment=TargetSettings.environment(fires_table=self.fires_table.name),
             timeout=10,
