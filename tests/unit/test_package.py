@@ -362,3 +362,13 @@ def test_nothing_imports_the_packages_by_their_bare_folder_names() -> None:
     ]
     offenders = [str(p.relative_to(ROOT)) for p in files if UNNAMESPACED.search(p.read_text())]
     assert offenders == []
+
+
+def test_the_python_example_builds_every_component() -> None:
+    # Python programs use the classes themselves; the example runs as `pulumi up` would
+    # run it from this directory, under mocks
+    import runpy
+
+    mocks = run(lambda: runpy.run_path(str(ROOT / "examples" / "python" / "__main__.py")))
+    built = {r.typ for r in mocks.resources}
+    assert {token(c) for c in COMPONENTS} <= built
