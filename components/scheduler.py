@@ -1,6 +1,7 @@
 """Pattern 3: the precise scheduler. Register messages by API; each fires once, at its time.
 
-POST /messages -> DynamoDB (RESERVED, or STANDBY when due within the window)
+POST /messages -> DynamoDB (RESERVED, or STANDBY when due within the window: then the
+    API starts its execution too, so a near-term message never waits for the stream)
 sweep (EventBridge schedule) -> RESERVED due within the window -> STANDBY, and starts
     STANDBY ones due in the window that the stream never started (same name: no duplicate)
 stream (filtered to STANDBY) -> starter -> execution named by the message id:
@@ -324,6 +325,8 @@ class Scheduler(pulumi.ComponentResource):
                     [table.arn],
                 ),
                 allow(["states:StopExecution"], [executions_of(machine.arn)]),
+                # A message due within the window is started at registration (no stream lag).
+                allow(["states:StartExecution"], [machine.arn]),
             ],
             environment=environment,
             parent=self,

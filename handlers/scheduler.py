@@ -69,6 +69,8 @@ def publish_time(value: Any, now: float) -> float:
         raise BadEvent("publishTime is required: epoch seconds or ISO 8601 with a time zone")
     if isinstance(value, int | float):
         seconds = float(value)
+        if not math.isfinite(seconds):  # Python's json reads NaN and Infinity
+            raise BadEvent(f"publishTime must be a finite number, not {value}")
     elif isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -130,8 +132,12 @@ def register(
     body: Any,
     idempotency_key: str | None = None,
     now: float | None = None,
+    context: Any = None,
 ) -> tuple[dict, bool]:
-    """(message, created): a retried registration with the same key returns the first."""
+    """(message, created): a retried registration with the same key returns the first.
+
+    A message due within the window is started here (`start_soon`), so a near-term
+    message never waits for the stream; the stream's start is then a harmless duplicate."""
     now = time.time() if now is None else now
     fields = validate(body, now)
     target = target_of(config, fields["channel"])
@@ -160,11 +166,27 @@ def register(
     except ClientError as exc:
         if aws_code(exc) != "ConditionalCheckFailedException":
             raise
-        existing = get(config, message_id)
-        if existing is None or existing["fingerprint"] != fingerprint:
+        stored = _item(config, message_id)
+        if stored is None or stored.get("fingerprint", {}).get("S") != fingerprint:
             raise Conflict("this Idempotency-Key was used for a different message") from None
-        return existing, False
+        # A replay may follow a registration whose start never happened (a crash, a throttle).
+        start_soon(config, stored, context)
+        return to_message(stored), False
+    start_soon(config, item, context)
     return to_message(item), True
+
+
+def start_soon(config: SchedulerSettings, item: dict[str, Any], context: Any) -> None:
+    """Start a STANDBY message's execution now, best effort: the stream (and, failing it,
+    the sweep) starts it too, under the same name, so a failure here only costs the head
+    start. Never fails a registration that is already stored: the client would register
+    again, and without an Idempotency-Key that would be a second message."""
+    if item["status"]["S"] != Status.STANDBY:
+        return
+    try:
+        start(config, item, context)
+    except Exception as exc:  # any failure: the stream and the sweep start it instead
+        log("WARNING", "start deferred to the stream", message_id=item["id"]["S"], error=repr(exc))
 
 
 def to_message(item: dict[str, Any]) -> dict[str, Any]:
@@ -182,12 +204,16 @@ def to_message(item: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def get(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
-    item = (
+def _item(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
+    return (
         _ddb()
         .get_item(TableName=config.table, Key=message_key(message_id), ConsistentRead=True)
         .get("Item")
     )
+
+
+def get(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
+    item = _item(config, message_id)
     return to_message(item) if item else None
 
 

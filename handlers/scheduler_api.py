@@ -30,10 +30,12 @@ def public(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return serve(event, scheduler.SchedulerSettings.current())
+    return serve(event, scheduler.SchedulerSettings.current(), context)
 
 
-def serve(event: dict[str, Any], config: scheduler.SchedulerSettings) -> dict[str, Any]:
+def serve(
+    event: dict[str, Any], config: scheduler.SchedulerSettings, context: Any = None
+) -> dict[str, Any]:
     method = event.get("httpMethod", "")
     message_id = (event.get("pathParameters") or {}).get("id")
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
@@ -43,7 +45,9 @@ def serve(event: dict[str, Any], config: scheduler.SchedulerSettings) -> dict[st
                 body = json.loads(event.get("body") or "")
             except json.JSONDecodeError as exc:
                 raise BadEvent(f"the body is not JSON: {exc.msg}") from None
-            registered, created = scheduler.register(config, body, headers.get("idempotency-key"))
+            registered, created = scheduler.register(
+                config, body, headers.get("idempotency-key"), context=context
+            )
             log(
                 "INFO",
                 "registered" if created else "registration replayed",

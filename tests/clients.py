@@ -75,6 +75,17 @@ def api_executions(state_machine_arn: str, *keys: str, attempts: int = 4) -> lis
     return [e for e in executions(state_machine_arn) if e["name"] in names]
 
 
+def states_entered(execution_arn: str) -> list[str]:
+    """The names of the states an execution entered, in order."""
+    paginator = client("stepfunctions").get_paginator("get_execution_history")
+    return [
+        event["stateEnteredEventDetails"]["name"]
+        for page in paginator.paginate(executionArn=execution_arn)
+        for event in page["events"]
+        if event["type"].endswith("StateEntered")
+    ]
+
+
 def execution_input(execution_arn: str) -> dict[str, Any]:
     return json.loads(
         client("stepfunctions").describe_execution(executionArn=execution_arn)["input"]
@@ -232,15 +243,20 @@ def fault(
 def scheduler_live(out: dict[str, Any], timeout: float = 300) -> None:
     """Wait until the scheduler's stream starter is live. A new event source mapping starts
     polling a while after it is created (~2 min seen on LocalStack; minutes on AWS too); it
-    reads from the stream's start, so messages registered meanwhile are only started late.
-    The probe is cancelled at once: its execution starts when the stream is read, and its
-    Claim finds it CANCELLED, so it never fires."""
+    reads from the stream's start, so messages it should start meanwhile start late. The
+    probe is due within the window, so the API starts its execution itself; it is
+    cancelled at once (its Claim finds it CANCELLED: it never fires), and the stream is live
+    once the starter has logged the probe's record (a duplicate start)."""
     headers = {"x-api-key": out["apiKey"]}
     body = {"publishTime": time.time() + 60, "channel": next(iter(out["firesTables"]))}
     status, probe = http("POST", out["url"], body, headers)
     assert status == 201 and probe["status"] == "STANDBY", f"scheduler probe: {status} {probe}"
     assert http("DELETE", f"{out['url']}/{probe['id']}", None, headers)[0] == 200
-    eventually(lambda: executions(out["stateMachineArn"], probe["id"]), timeout=timeout, interval=2)
+    eventually(
+        lambda: any(probe["id"] in line for line in log_lines(out["starterFunction"])),
+        timeout=timeout,
+        interval=2,
+    )
 
 
 IAM_REPORT_URL = f"{ENDPOINT}/_localstack/exactly-once/iam"

@@ -9,7 +9,7 @@ import pytest
 
 from exactly_once.components.resumable_asl import reference_transitions, transitions
 from exactly_once.ops.checkpoints import Checkpoints
-from tests.clients import ENDPOINT, client, eventually, new_tag
+from tests.clients import ENDPOINT, client, eventually, new_tag, states_entered
 
 
 @pytest.fixture
@@ -30,16 +30,6 @@ def finished(execution_arn: str) -> dict[str, Any]:
         ),
         timeout=60,
     )
-
-
-def states_entered(execution_arn: str) -> list[str]:
-    paginator = client("stepfunctions").get_paginator("get_execution_history")
-    return [
-        event["stateEnteredEventDetails"]["name"]
-        for page in paginator.paginate(executionArn=execution_arn)
-        for event in page["events"]
-        if event["type"].endswith("StateEntered")
-    ]
 
 
 def calls(workflow: dict[str, Any], key: str) -> dict[str, int]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from exactly_once.handlers import runtime, scheduler, scheduler_api
-from exactly_once.handlers.errors import BadEvent, Conflict
+from exactly_once.handlers.errors import BadEvent, ClientError, Conflict
 from exactly_once.handlers.scheduler import SchedulerSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
 
@@ -60,6 +60,8 @@ def config(moto: None) -> Iterator[SchedulerSettings]:
         ({"publishTime": "tomorrow", "channel": "demo"}, "neither epoch"),
         ({"publishTime": "2027-01-01T00:00:00", "channel": "demo"}, "no time zone"),
         ({"publishTime": True, "channel": "demo"}, "publishTime is required"),
+        ({"publishTime": float("nan"), "channel": "demo"}, "finite"),
+        ({"publishTime": float("inf"), "channel": "demo"}, "finite"),
         ({"publishTime": NOW - 60, "channel": "demo"}, "in the past"),
         ({"publishTime": NOW + 400 * 86400, "channel": "demo"}, "364 days"),
         ({"publishTime": NOW + 10}, "channel is required"),
@@ -140,38 +142,84 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
     # (the stream starts the moved ones; the pad-only items here are not startable)
 
 
-def test_the_sweep_starts_standby_messages_the_stream_never_started(
+def executions_of(config: SchedulerSettings) -> list[str]:
+    sfn = runtime.client("stepfunctions")
+    listed = sfn.list_executions(stateMachineArn=config.state_machine_arn)["executions"]
+    return sorted(e["name"] for e in listed)
+
+
+def throttled_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """StartExecution throttled through every SDK attempt, as a busy account would answer."""
+    error = {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}
+
+    def throttled(*args: object, **kwargs: object) -> None:
+        raise ClientError(error, "StartExecution")
+
+    monkeypatch.setattr(scheduler, "start_once", throttled)
+
+
+def test_the_api_starts_a_message_due_within_the_window_and_the_stream_is_a_duplicate(
     config: SchedulerSettings,
 ) -> None:
-    # GIVEN two STANDBY messages due soon: one started by the stream, one whose record was lost
+    # GIVEN a message due soon and one beyond the window
+    soon, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
+    later, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
+    # THEN the soon one's execution was started by the registration, the later one's not
+    assert executions_of(config) == [soon["id"]]
+    # AND the stream's record of it starts nothing new
+    item = scheduler._item(config, soon["id"])
+    record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
+    assert scheduler.start_records(config, {"Records": [record]}, None) == {
+        "outcomes": ["DUPLICATE"]
+    }
+    assert later["status"] == "RESERVED"
+
+
+def test_a_failed_start_at_registration_still_registers_and_the_replay_starts_it(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = {"publishTime": time.time() + 30, "channel": "demo"}
+    with monkeypatch.context() as patch:
+        throttled_starts(patch)
+        # WHEN the start is throttled, the registration stands (201), nothing started yet
+        message, created = scheduler.register(config, body, "key-throttled")
+    assert (created, message["status"]) == (True, "STANDBY")
+    assert executions_of(config) == []
+    # THEN a replay of the registration starts it (as the stream or the sweep would)
+    again, created = scheduler.register(config, body, "key-throttled")
+    assert (created, again["id"]) == (False, message["id"])
+    assert executions_of(config) == [message["id"]]
+
+
+def test_the_sweep_starts_standby_messages_nobody_started(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two STANDBY messages due soon: one started, one whose every start was lost
     started, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
-    lost, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
-    ddb = runtime.client("dynamodb")
-    item = ddb.get_item(TableName=config.table, Key=scheduler.message_key(started["id"]))["Item"]
-    scheduler.start_records(config, {"Records": [{"dynamodb": {"NewImage": item}}]}, None)
+    with monkeypatch.context() as patch:
+        throttled_starts(patch)
+        lost, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
     # WHEN the sweep runs, twice (overlapping sweeps)
     first, again = scheduler.sweep(config), scheduler.sweep(config)
     # THEN only the lost one was started, once; nothing was moved
     assert (first["standby"], first["restarted"], first["moved"]) == (2, 1, 0)
     assert (again["standby"], again["restarted"]) == (2, 0)
-    sfn = runtime.client("stepfunctions")
-    names = [
-        e["name"]
-        for e in sfn.list_executions(stateMachineArn=config.state_machine_arn)["executions"]
-    ]
-    assert sorted(names) == sorted([started["id"], lost["id"]])
+    assert executions_of(config) == sorted([started["id"], lost["id"]])
 
 
-def test_the_stream_starter_names_executions_by_message_id(config: SchedulerSettings) -> None:
-    message, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
-    item = runtime.client("dynamodb").get_item(
-        TableName=config.table, Key={"pk": {"S": f"MESSAGE#{message['id']}"}}
-    )["Item"]
+def test_the_stream_starter_names_executions_by_message_id(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with monkeypatch.context() as patch:
+        throttled_starts(patch)  # so the stream's record is the first start
+        message, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
+    item = scheduler._item(config, message["id"])
     record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
     assert scheduler.start_records(config, {"Records": [record]}, None) == {"outcomes": ["STARTED"]}
     assert scheduler.start_records(config, {"Records": [record]}, None) == {
         "outcomes": ["DUPLICATE"]
     }
+    assert executions_of(config) == [message["id"]]
 
 
 def test_the_api_maps_errors_to_status_codes(config: SchedulerSettings) -> None:
