@@ -7,6 +7,9 @@
 - scheduler_idle: 20 messages at whole and fractional times, 1.25 s apart, on an idle
   stack; scheduler: 200 messages registered through the API, all due in the same second.
   Lateness (the target's clock at the fire - publishTime) min / p50 / p99 / max.
+- scheduler_start: a near-term message's registration to its execution's start, started by
+  the API itself (ours) vs by the DynamoDB stream alone (a STANDBY item written directly,
+  as only the stream started them before), one at a time, interleaved.
 """
 
 from __future__ import annotations
@@ -25,11 +28,13 @@ from exactly_once.components.lambda_asset import build_zip
 from tests.clients import (
     client,
     eventually,
+    executions,
     fire_records,
     http,
     invoke_raw,
     lateness,
     new_tag,
+    quantiles,
     scheduler_live,
 )
 from tests.events import eventbridge
@@ -259,8 +264,72 @@ def bench_scheduler_idle(stack: dict[str, Any], messages: int = 20) -> dict[str,
             step()
 
 
+AHEAD = 100  # inside the `local` stack's 2-minute window (so STANDBY), cancelled long before
+
+
+def bench_scheduler_start(stack: dict[str, Any], messages: int = 20) -> dict[str, Any]:
+    """Seconds from a registration (before the POST; before the item's write) to its
+    execution's start date: the API's own start vs the stream's."""
+    from exactly_once.handlers.executions import execution_arn
+
+    out = stack["scheduler"]
+    headers = {"x-api-key": out["apiKey"]}
+    machine, tag = out["stateMachineArn"], new_tag()
+    ddb, sfn = client("dynamodb"), client("stepfunctions")
+    target = ddb.get_item(TableName=out["table"], Key={"pk": {"S": "INVOKER#demo"}})["Item"]
+
+    def started(message_id: str, timeout: float = 60) -> float:
+        [execution] = eventually(lambda: executions(machine, message_id), timeout=timeout)
+        return float(execution["startDate"].timestamp())
+
+    def through_the_stream(message_id: str) -> float:
+        """A STANDBY item written directly: only the stream starts it. Returns the time
+        before the write."""
+        item = {
+            "pk": {"S": f"MESSAGE#{message_id}"},
+            "id": {"S": message_id},
+            "status": {"S": "STANDBY"},
+            "publish_at": {"N": f"{time.time() + AHEAD:.3f}"},  # stopped below
+            "channel": {"S": "demo"},
+            "target_arn": target["target_arn"],
+            "parameters": {"S": "{}"},
+        }
+        sent = time.time()
+        ddb.put_item(TableName=out["table"], Item=item)
+        return sent
+
+    # The stream is live once it starts one (a new mapping polls after minutes). Nothing is
+    # cancelled until the end: LocalStack's poller has been seen to hold back the record
+    # after a cancelled message's (README, where LocalStack differs).
+    theirs = [f"{tag}-live"]
+    through_the_stream(theirs[0])
+    started(theirs[0], timeout=300)
+    seconds: dict[str, list[float]] = {"api": [], "stream": []}
+    ours = []
+    for i in range(messages):
+        body = {"publishTime": time.time() + AHEAD, "channel": "demo"}  # cancelled below
+        sent = time.time()
+        status, answer = http("POST", out["url"], body, headers)
+        assert status == 201, answer
+        seconds["api"].append(started(answer["id"]) - sent)
+        ours.append(answer["id"])
+        theirs.append(f"{tag}-{i}")
+        sent = through_the_stream(theirs[-1])
+        seconds["stream"].append(started(theirs[-1]) - sent)
+    for message_id in ours:
+        assert http("DELETE", f"{out['url']}/{message_id}", None, headers)[0] == 200
+    for other in theirs:  # the Claim of a missing item fails: never fired
+        ddb.delete_item(TableName=out["table"], Key={"pk": {"S": f"MESSAGE#{other}"}})
+        sfn.stop_execution(executionArn=execution_arn(machine, other))
+    return {
+        "messages": messages,
+        **{path: quantiles(values) for path, values in seconds.items()},
+    }
+
+
 def run(stack: dict[str, Any]) -> dict[str, Any]:
     return {
+        "scheduler_start": bench_scheduler_start(stack),
         "starter": bench_starters(stack),
         "scheduler_idle": bench_scheduler_idle(stack),
         "scheduler": bench_scheduler(stack),

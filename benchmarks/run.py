@@ -375,6 +375,10 @@ def main() -> None:
     if sys.argv[1:] == ["etl"]:  # needs LocalStack (the memory benchmark), no stack
         results = {**json.loads(path.read_text()), "etl": bench_etl()}
         results["etl_memory"] = bench_etl_memory()
+    elif sys.argv[1:] == ["scheduler-start"]:  # a deployed `local` stack
+        results = json.loads(path.read_text())
+        start = on_localstack.bench_scheduler_start(localstack_stack())
+        results["localstack"]["scheduler_start"] = start
     else:
         results = {
             "starter": bench_starter(),
@@ -396,6 +400,7 @@ def main() -> None:
     sch = results["localstack"]["scheduler"]
     late = sch["lateness_s"]
     idle = results["localstack"]["scheduler_idle"]
+    start = results["localstack"]["scheduler_start"]
     ours_idle, wait_idle = idle["ours"]["lateness_s"], idle["wait_only"]["lateness_s"]
     lines = [
         "# Benchmarks",
@@ -448,6 +453,13 @@ def main() -> None:
         f"{m['streaming']['peak_mb']:.0f} (streaming, {m['streaming']['seconds']:.0f} s) | "
         f"{m['in-memory']['peak_mb']:.0f} (whole input and output in memory, "
         f"{m['in-memory']['seconds']:.0f} s) | {m['ratio']:.3f} |",
+        *[
+            f"| scheduler on LocalStack: registration to execution start ({start['messages']} "
+            f"messages due soon), {q}, ms | {start['api'][q] * 1000:.0f} (started by the API) | "
+            f"{start['stream'][q] * 1000:.0f} (by the DynamoDB stream) | "
+            f"{start['api'][q] / start['stream'][q]:.2f} |"
+            for q in ("p50", "p99")
+        ],
         *[
             f"| scheduler on LocalStack, idle ({idle['messages']} messages at whole and fractional "
             f"times): lateness {q}, ms | {ours_idle[q] * 1000:.0f} | {wait_idle[q] * 1000:.0f} "

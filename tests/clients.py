@@ -208,14 +208,23 @@ def fire_records(table: str, ids: Iterable[str]) -> dict[str, dict[str, float]]:
     }
 
 
-def lateness(records: Iterable[dict[str, float]]) -> dict[str, float]:
-    """Seconds from publishTime to the target's own clock at the fire: min, p50, p99 and
-    max (nearest rank: with fewer than 100 messages p99 is the max)."""
-    late = sorted(r["fired_at"] - r["publish_time"] for r in records)
-    if not late:
+def quantiles(values: Iterable[float]) -> dict[str, float]:
+    """min, p50, p99 and max (nearest rank: with fewer than 100 values p99 is the max)."""
+    ordered = sorted(values)
+    if not ordered:
         return {}
-    rank = max(0, math.ceil(len(late) * 0.99) - 1)
-    return {"min": late[0], "p50": late[len(late) // 2], "p99": late[rank], "max": late[-1]}
+    rank = max(0, math.ceil(len(ordered) * 0.99) - 1)
+    return {
+        "min": ordered[0],
+        "p50": ordered[len(ordered) // 2],
+        "p99": ordered[rank],
+        "max": ordered[-1],
+    }
+
+
+def lateness(records: Iterable[dict[str, float]]) -> dict[str, float]:
+    """Seconds from publishTime to the target's own clock at the fire (`quantiles`)."""
+    return quantiles(r["fired_at"] - r["publish_time"] for r in records)
 
 
 @contextlib.contextmanager

@@ -140,8 +140,10 @@ def test_a_throttled_scheduler_start_is_retried_by_the_stream_and_fires_once(
     both = 2 * SDK_ATTEMPTS
     with fault("stepfunctions.StartExecution", "ThrottlingException", both, throttle) as n:
         status, created = http("POST", out["url"], body, {"x-api-key": out["apiKey"]})
-        # the registration stands: its start is left to the stream
-        assert (status, created["status"], n()) == (201, "STANDBY", SDK_ATTEMPTS)
+        # the registration stands: its start is left to the stream (whose own attempts
+        # may already have begun: it can read the record before the API answers)
+        assert (status, created["status"]) == (201, "STANDBY")
+        assert n() >= SDK_ATTEMPTS
         eventually(lambda: n() == both, timeout=60)
 
     # THEN the stream redelivers the record (bounded retries; else the sweep starts it)
