@@ -10,9 +10,11 @@ import pulumi_aws as aws
 
 from exactly_once.components import resumable_asl
 from exactly_once.components.config import Defaulted, as_args
-from exactly_once.components.functions import allow
-from exactly_once.components.state_machines import state_machine
+from exactly_once.components.functions import allow, handler_function
+from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
+from exactly_once.handlers.resumable import ResumableSettings
+from exactly_once.handlers.settings import encode
 
 
 @dataclasses.dataclass
@@ -55,6 +57,15 @@ class ResumableWorkflowArgs:
     """The steps, in order."""
     key_path: Defaulted[str] = "$.orderId"
     """JSONPath to the business key in the execution input."""
+    completed_retention_days: Defaulted[int] = 7
+    """How long a completed key is kept: a run of it within this time runs no step and
+    answers with the stored results; after it, the key runs afresh."""
+    checkpoint_ttl_days: Defaulted[int] = 30
+    """How long an unfinished (failed) key's checkpoint is kept from its last run's start:
+    a re-run within it skips the steps done; after it, the key starts afresh."""
+    timeout_seconds: Defaulted[int] = 24 * 3600
+    """A run's time limit (the state machine's TimeoutSeconds): a concurrent run of the key
+    is refused while one runs, so this bounds how long a stuck run holds its key."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -62,6 +73,9 @@ class ResumableWorkflowArgs:
     def validate(self) -> None:
         placeholder = [resumable_asl.Step(step.name, "arn") for step in self.steps]
         resumable_asl.validate(placeholder, self.key_path)
+        for field in ("completed_retention_days", "checkpoint_ttl_days", "timeout_seconds"):
+            if getattr(self, field) < 1:
+                raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
 
 
 class ResumableWorkflow(pulumi.ComponentResource):
@@ -72,6 +86,8 @@ class ResumableWorkflow(pulumi.ComponentResource):
     """The checkpoints (TTL attribute `expires_at`)."""
     state_machine: aws.sfn.StateMachine
     """The workflow."""
+    checkpoint_function: aws.lambda_.Function
+    """Takes a key's lease and loads its checkpoint; marks it completed."""
 
     def __init__(
         self, name: str, args: ResumableWorkflowArgs, opts: pulumi.ResourceOptions | None = None
@@ -79,34 +95,78 @@ class ResumableWorkflow(pulumi.ComponentResource):
         args = as_args(ResumableWorkflowArgs, args)  # a dict from the package host
         args.validate()
         super().__init__("exactly-once:index:ResumableWorkflow", name, {}, opts)
-        # One item per business key; `expires_at` (epoch seconds, set by `python -m ops`)
-        # lets DynamoDB drop checkpoints of runs nobody resumes.
+        # One item per business key; every write sets `expires_at` (epoch seconds), so
+        # DynamoDB drops checkpoints nobody resumes and completed keys past their retention.
         self.table = key_table(
             f"{name}-checkpoints", self, ttl_attribute="expires_at", point_in_time_recovery=True
         )
+        day = 24 * 3600
+        checkpoint = handler_function(
+            f"{name}-checkpoint",
+            handler="exactly_once.handlers.resumable.handler",
+            statements=[
+                allow(
+                    ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                    [self.table.arn],
+                )
+            ],
+            environment=ResumableSettings.environment(
+                table=self.table.name,
+                steps=json.dumps([step.name for step in args.steps]),
+                checkpoint_ttl_seconds=encode(args.checkpoint_ttl_days * day),
+                retention_seconds=encode(args.completed_retention_days * day),
+            ),
+            parent=self,
+        )
+        self.checkpoint_function = checkpoint.function
         arns = [pulumi.Output.from_input(step.function) for step in args.steps]
-        item_actions = [
-            "dynamodb:GetItem",
-            "dynamodb:PutItem",
-            "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem",
-        ]
         statements = [
-            allow(item_actions, [self.table.arn]),
-            # The function and its qualified versions/aliases, nothing else.
-            allow(["lambda:InvokeFunction"], [*arns, *[a.apply(lambda v: f"{v}:*") for a in arns]]),
+            # The Saves and Resyncs; the checkpoint function does the rest.
+            allow(["dynamodb:UpdateItem"], [self.table.arn]),
+            # The steps' functions and their qualified versions/aliases, and ours.
+            allow(
+                ["lambda:InvokeFunction"],
+                [
+                    *arns,
+                    *[a.apply(lambda v: f"{v}:*") for a in arns],
+                    self.checkpoint_function.arn,
+                ],
+            ),
         ]
-        definition = pulumi.Output.all(self.table.name, *arns).apply(
+        definition = pulumi.Output.all(self.table.name, self.checkpoint_function.arn, *arns).apply(
             lambda values: json.dumps(
                 resumable_asl.definition(
                     [
                         resumable_asl.Step(step.name, arn, tuple(r.asl() for r in step.retry))
-                        for step, arn in zip(args.steps, values[1:], strict=True)
+                        for step, arn in zip(args.steps, values[2:], strict=True)
                     ],
                     values[0],
+                    values[1],
                     args.key_path,
+                    args.timeout_seconds,
                 )
             )
         )
         self.state_machine = state_machine(f"{name}-workflow", definition, self, statements)
-        self.register_outputs({"stateMachineArn": self.state_machine.arn, "table": self.table.name})
+        # Load asks whether a lease's holder still runs (a crashed run's lease is taken over).
+        # A policy of its own: the machine's definition already names the function.
+        aws.iam.RolePolicy(
+            f"{name}-checkpoint-describe",
+            role=checkpoint.role.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        allow(["states:DescribeExecution"], [executions_of(self.state_machine.arn)])
+                    ],
+                }
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.register_outputs(
+            {
+                "stateMachineArn": self.state_machine.arn,
+                "table": self.table.name,
+                "checkpointFunction": self.checkpoint_function.name,
+            }
+        )

@@ -1,21 +1,24 @@
-"""Generate the checkpointed state machine of pattern 4 (JSONPath only, no Lambda of ours).
+"""Generate the checkpointed state machine of pattern 4 (JSONPath only).
 
 The state is the execution input plus `results` (a reserved field): one entry per step,
 `{}` until the step is done and `{"done": true, "output": ...}` after, so every step
 (and a re-run) sees the outputs of the steps before it.
 
 One DynamoDB item per business key holds the same entries, one attribute per step
-(`out_<step>`, the entry as a JSON string). The layout, and what each state costs in
-state transitions (n steps, a fresh run):
+(`out_<step>`, the entry as a JSON string), the lease and the TTL. The layout, and what
+each state costs in state transitions (n steps, a fresh run):
 
-    Load      UpdateItem: create the item if absent, return it (ALL_NEW)     1
+    Load      the checkpoint function (handlers/resumable.py): take the key's 1
+              lease (KeyInProgress if a running execution holds it), return
+              every entry; a completed key returns them all done
     Resume    Choice: jump to the first step not done                       1
     <step>    the step's Lambda                                             n
     Save<k>   UpdateItem: write the step's entry; conditional on the next   n
               step not being done already, so the common case goes straight
               on to the next step (a step marked done by hand fails the
               condition and takes the Resync path back to Resume)
-    Finish    DeleteItem, the end                                           1
+    Finish    the checkpoint function: completed, kept for the retention,   1
+              lease released
                                                                     = 2n + 3
 
 against the reference layout's 3n + 4 (GetItem, Choice, PutItem, then Choice, Lambda
@@ -30,12 +33,7 @@ import dataclasses
 import re
 from typing import Any
 
-from exactly_once.components.asl import (
-    CONDITION_FAILED,
-    DYNAMODB_RETRY,
-    LAMBDA_RETRY,
-    dynamodb_update,
-)
+from exactly_once.components.asl import CONDITION_FAILED, LAMBDA_RETRY, dynamodb_update
 from exactly_once.handlers.checkpoints import EMPTY, attribute
 
 _STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
@@ -68,36 +66,55 @@ def validate(steps: list[Step], key_path: str) -> None:
         )
 
 
-def definition(steps: list[Step], table_name: str, key_path: str) -> dict[str, Any]:
-    """The state machine definition (a dict; json.dumps it)."""
+def definition(
+    steps: list[Step],
+    table_name: str,
+    checkpoint_arn: str,
+    key_path: str,
+    timeout_seconds: int | None = None,
+) -> dict[str, Any]:
+    """The state machine definition (a dict; json.dumps it); `checkpoint_arn` is the
+    checkpoint function's (handlers/resumable.py); `timeout_seconds` bounds a run, and so
+    how long a stuck run holds its key."""
     validate(steps, key_path)
-    key = {"pk": {"S.$": f"States.Format('{{}}', {key_path})"}}
+    key_text = f"States.Format('{{}}', {key_path})"
+    key = {"pk": {"S.$": key_text}}
     names = [step.name for step in steps]
-    load_results = {
-        f"{name}.$": f"States.StringToJson($.Attributes.{attribute(name)}.S)" for name in names
-    }
 
-    def load(state_name: str, update: str, values: dict[str, Any]) -> dict[str, Any]:
+    def checkpoint(action: str) -> dict[str, Any]:
+        return {
+            "Type": "Task",
+            "Resource": "arn:aws:states:::lambda:invoke",
+            "Parameters": {
+                "FunctionName": checkpoint_arn,
+                "Payload": {"action": action, "key.$": key_text, "execution.$": "$$.Execution.Id"},
+            },
+            # Only the invoke's own transient errors: KeyInProgress and LeaseLost fail the run.
+            "Retry": [LAMBDA_RETRY],
+        }
+
+    def resync(state_name: str, update: str, values: dict[str, Any]) -> dict[str, Any]:
         state = dynamodb_update(table_name, key, update, values)
         state["Parameters"]["ReturnValues"] = "ALL_NEW"
         return {
             **state,
-            "ResultSelector": load_results,
+            "ResultSelector": {
+                f"{name}.$": f"States.StringToJson($.Attributes.{attribute(name)}.S)"
+                for name in names
+            },
             "ResultPath": "$.results",
             "Next": "Resume",
-            "Comment": f"{state_name}: (re)read every step's entry into $.results",
+            "Comment": f"{state_name}: re-read every step's entry into $.results",
         }
 
-    initial = ", ".join(
-        ["first_execution = if_not_exists(first_execution, :execution)"]
-        + [f"{attribute(n)} = if_not_exists({attribute(n)}, :empty)" for n in names]
-    )
     states: dict[str, Any] = {
-        "Load": load(
-            "Load",
-            f"SET {initial}",
-            {":execution": {"S.$": "$$.Execution.Id"}, ":empty": {"S": EMPTY}},
-        ),
+        "Load": {
+            **checkpoint("load"),
+            "ResultSelector": {f"{name}.$": f"$.Payload.{name}" for name in names},
+            "ResultPath": "$.results",
+            "Next": "Resume",
+            "Comment": "Take the key's lease; every step's entry into $.results",
+        },
         "Resume": {
             "Type": "Choice",
             "Choices": [
@@ -136,24 +153,25 @@ def definition(steps: list[Step], table_name: str, key_path: str) -> dict[str, A
                     "Next": f"Resync{step.name}",
                 }
             ]
-            states[f"Resync{step.name}"] = load(
+            states[f"Resync{step.name}"] = resync(
                 f"Resync{step.name}", f"SET {attribute(step.name)} = :entry", entry
             )
         states[save] = saved
     states["Finish"] = {
-        "Type": "Task",
-        "Resource": "arn:aws:states:::dynamodb:deleteItem",
-        "Parameters": {"TableName": table_name, "Key": key},
+        **checkpoint("finish"),
         "ResultPath": None,
-        "Retry": [DYNAMODB_RETRY],
         "End": True,
-        "Comment": "All steps done: the checkpoint goes; the output is the state with every result",
+        "Comment": "All steps done: the key is completed (kept for the retention), its lease "
+        "released; the output is the state with every result",
     }
-    return {
+    machine: dict[str, Any] = {
         "Comment": f"Resumable: {' -> '.join(names)} (components/resumable_asl.py)",
         "StartAt": "Load",
         "States": states,
     }
+    if timeout_seconds:
+        machine["TimeoutSeconds"] = timeout_seconds
+    return machine
 
 
 def reference_transitions(steps: int, skipped: int = 0, first_run: bool = True) -> int:

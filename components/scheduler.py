@@ -49,16 +49,37 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
     key = {"pk": {"S.$": "States.Format('MESSAGE#{}', $.id)"}}
 
     def set_status(
-        new: Status, expected: Status, extra: str = "", values: dict | None = None
+        new: Status,
+        expected: Status | None,
+        extra: str = "",
+        values: dict | None = None,
+        names: dict | None = None,
     ) -> dict:
+        """A status write: conditional on `expected`, or (None) unconditional."""
         return dynamodb_update(
             table_name,
             key,
             f"SET #s = :new{extra}",
-            {":new": {"S": new}, ":expected": {"S": expected}, **(values or {})},
-            condition="#s = :expected",
-            names={"#s": "status"},
+            {
+                ":new": {"S": new},
+                **({":expected": {"S": expected}} if expected else {}),
+                **(values or {}),
+            },
+            condition="#s = :expected" if expected else None,
+            names={"#s": "status", **(names or {})},
         )
+
+    fired_at = ", fired_at = :at", {":at": {"S.$": "$$.State.EnteredTime"}}
+    error = ", #e = :error", {":error": {"S.$": "States.JsonToString($.error)"}}, {"#e": "error"}
+
+    # A terminal write that fails (the status changed under it; a permission taken away)
+    # must not leave the message FIRING forever: it is written again unconditionally, and
+    # should that fail too, the execution fails with StatusNotRecorded (its history holds
+    # the write's error in $.recordError).
+    def then_record(state: str) -> list[dict[str, Any]]:
+        return [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.recordError", "Next": state}]
+
+    unrecorded = then_record("Unrecorded")
 
     return {
         "Comment": "One scheduled message: wait, claim, fire once on time (components/scheduler)",
@@ -134,22 +155,29 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
                 "Next": "MarkDone",
             },
             "MarkDone": {
-                **set_status(
-                    Status.DONE,
-                    Status.FIRING,
-                    ", fired_at = :at",
-                    {":at": {"S.$": "$$.State.EnteredTime"}},
-                ),
+                **set_status(Status.DONE, Status.FIRING, *fired_at),
+                "Catch": then_record("RecordDone"),
+                "End": True,
+            },
+            "RecordDone": {
+                **set_status(Status.DONE, None, *fired_at),
+                "Catch": unrecorded,
                 "End": True,
             },
             "MarkFailed": {
-                **set_status(
-                    Status.FAILED,
-                    Status.FIRING,
-                    ", #e = :error",
-                    {":error": {"S.$": "States.JsonToString($.error)"}},
-                ),
+                **set_status(Status.FAILED, Status.FIRING, *error),
+                "Catch": then_record("RecordFailure"),
                 "Next": "Failed",
+            },
+            "RecordFailure": {
+                **set_status(Status.FAILED, None, *error),
+                "Catch": unrecorded,
+                "Next": "Failed",
+            },
+            "Unrecorded": {
+                "Type": "Fail",
+                "Error": "StatusNotRecorded",
+                "Cause": "the message's final status could not be written: see $.recordError",
             },
             "Failed": {
                 "Type": "Fail",

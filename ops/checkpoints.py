@@ -16,12 +16,17 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 import boto3
 
 from exactly_once.handlers.checkpoints import EMPTY, attribute
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
+
+
+def _number(value: Mapping[str, Any] | None) -> int | None:
+    return int(float(value["N"])) if value else None
 
 
 class Checkpoints:
@@ -58,6 +63,11 @@ class Checkpoints:
             "key": key,
             "steps": steps,
             "first_execution": item.get("first_execution", {}).get("S"),
+            # The running execution that holds the key, if any; when it completed; when
+            # DynamoDB's TTL may drop the item (epoch seconds).
+            "lease": item.get("lease", {}).get("S"),
+            "completed_at": _number(item.get("completed_at")),
+            "expires_at": _number(item.get("expires_at")),
         }
 
     def mark_done(self, key: str, step: str, output: Any = None, ttl_days: int = 30) -> None:

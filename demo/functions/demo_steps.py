@@ -2,12 +2,14 @@
 can prove a non-idempotent step ran exactly once) and fails on request.
 
 Settings: `StepSettings`. Input: the workflow state; `failAt: <step>` makes that
-step raise, as a flaky external API would.
+step raise, as a flaky external API would; `pauseAt: {<step>: seconds}` makes it slow
+(a run still in flight, for the concurrency tests).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 from exactly_once.handlers.errors import Retryable
@@ -39,6 +41,8 @@ def run(config: StepSettings, event: dict[str, Any]) -> dict[str, Any]:
         ReturnValues="UPDATED_NEW",
     )["Attributes"]["calls"]["N"]
     log("INFO", "step called", step=step, key=key, calls=int(calls))
+    if pause := event.get("pauseAt", {}).get(step):
+        time.sleep(float(pause))
     if event.get("failAt") == step:
         raise StepFailed(f"{step} failed for {key} (failAt)")
     earlier = {name: entry.get("output") for name, entry in event.get("results", {}).items()}

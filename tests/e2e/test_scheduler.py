@@ -173,6 +173,30 @@ def test_a_target_failing_twice_then_succeeding_fires_once_and_is_done(
     assert fired(scheduler, created["id"])["fires"] == 1
 
 
+def test_a_target_failing_every_retry_ends_failed_with_its_error_visible(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN a target that fails every attempt the Fire step makes
+    status, created = post(
+        scheduler,
+        {"publishTime": time.time() + 2, "channel": "demo", "parameters": {"failTimes": 10}},
+    )
+    assert status == 201
+    # THEN the message ends FAILED (never stuck FIRING), the target's error readable by GET
+    final = eventually(
+        lambda: (m := message(scheduler, created["id"])[1])["status"] in ("FAILED", "DONE") and m,
+        timeout=60,
+    )
+    assert final["status"] == "FAILED", final
+    assert "injected failure" in final["error"], final
+    # AND it never fired, and its execution failed with the target's failure
+    assert fired(scheduler, created["id"]) is None
+    [execution] = executions(scheduler["stateMachineArn"], created["id"])
+    arn = execution["executionArn"]
+    assert eventually(lambda: states_entered(arn)[-1:] == ["Failed"])
+    assert "MarkFailed" in states_entered(arn)
+
+
 # The full size. One 2-core machine runs every Lambda sandbox, Step Functions and
 # DynamoDB Local: localstack/host_executor's Step Functions caches make 200 fit (~2 min).
 BURST = int(os.environ.get("SCHEDULER_BURST", "200"))

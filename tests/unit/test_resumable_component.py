@@ -25,21 +25,41 @@ def test_the_definition_is_generated_from_the_steps() -> None:
 
 
 def test_the_role_may_touch_only_its_table_and_its_functions() -> None:
-    policy = json.loads(deploy().named("wf-workflow-policy").inputs["policy"])
+    world = deploy()
+    policy = json.loads(world.named("wf-workflow-policy").inputs["policy"])
     [table, invoke] = policy["Statement"]
-    assert sorted(table["Action"]) == [
-        "dynamodb:DeleteItem",
-        "dynamodb:GetItem",
-        "dynamodb:PutItem",
-        "dynamodb:UpdateItem",
-    ]
+    assert table["Action"] == ["dynamodb:UpdateItem"]  # the Saves; the function does the rest
     assert table["Resource"] == ["arn:aws:dynamodb:us-east-1:123456789012:table/wf-checkpoints"]
-    assert invoke["Resource"] == [
+    assert invoke["Resource"][:4] == [
         ARN + "reserve",
         ARN + "charge",
         ARN + "reserve:*",
         ARN + "charge:*",
     ]
+    assert invoke["Resource"][4].endswith(":function:wf-checkpoint")
+
+
+def test_the_checkpoint_function_reads_its_table_and_asks_after_its_own_executions() -> None:
+    world = deploy()
+    [table, _logs] = json.loads(world.named("wf-checkpoint-policy").inputs["policy"])["Statement"]
+    assert sorted(table["Action"]) == [
+        "dynamodb:DeleteItem",
+        "dynamodb:GetItem",
+        "dynamodb:UpdateItem",
+    ]
+    [describe] = json.loads(world.named("wf-checkpoint-describe").inputs["policy"])["Statement"]
+    assert describe["Action"] == ["states:DescribeExecution"]
+    assert describe["Resource"] == ["arn:aws:states:us-east-1:123456789012:execution:wf-workflow:*"]
+
+
+def test_retention_ttl_and_timeout_reach_the_function_and_the_machine() -> None:
+    world = deploy()
+    variables = world.named("wf-checkpoint").inputs["environment"]["variables"]
+    assert json.loads(variables["STEPS"]) == ["reserve", "charge"]
+    assert variables["RETENTION_SECONDS"] == str(7 * 86400)
+    assert variables["CHECKPOINT_TTL_SECONDS"] == str(30 * 86400)
+    definition = json.loads(world.named("wf-workflow").inputs["definition"])
+    assert definition["TimeoutSeconds"] == 24 * 3600
 
 
 def test_ttl_is_on() -> None:
@@ -50,3 +70,5 @@ def test_ttl_is_on() -> None:
 def test_bad_steps_are_refused_before_anything_is_created() -> None:
     with pytest.raises(ValueError, match="unique"):
         ResumableWorkflowArgs([WorkflowStep("a", "x"), WorkflowStep("a", "y")]).validate()
+    with pytest.raises(ValueError, match="completed_retention_days must be at least 1"):
+        ResumableWorkflowArgs([WorkflowStep("a", "x")], completed_retention_days=0)

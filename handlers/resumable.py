@@ -1,0 +1,186 @@
+"""Pattern 4's checkpoint function: the Load and Finish of the resumable workflow.
+
+The state machine (components/resumable_asl.py) calls it twice per run:
+
+- `load`: take the key's **lease** and return every step's entry. The lease is the
+  execution's ARN in the item; a run whose key is held by another execution that is
+  still RUNNING fails at once with `KeyInProgress`, before any step. A lease whose
+  holder ended (failed, timed out, stopped, or gone) is taken over: a crashed run never
+  blocks its key. A **completed** key (finished within the retention) takes no lease:
+  its stored entries come back, every step done, so the run executes no step and
+  answers with the stored results. An item past its `expires_at` counts as absent
+  (DynamoDB's TTL deletes it only eventually): a key reused later starts afresh.
+- `finish`: mark the key completed, keep it for the retention (`expires_at`), and
+  release the lease.
+
+Every write sets `expires_at` (epoch seconds, the table's TTL attribute): in-progress and
+failed checkpoints live `checkpoint_ttl_seconds` from their last run's start, completed
+ones `retention_seconds` from completion.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from typing import Any
+
+from exactly_once.handlers.checkpoints import EMPTY, attribute
+from exactly_once.handlers.errors import ClientError, aws_code
+from exactly_once.handlers.runtime import client, log
+from exactly_once.handlers.settings import Settings
+
+# What DescribeExecution answers for a lease holder that will never write again.
+ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
+ATTEMPTS = 3  # takeovers race only with other runs of the same key
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumableSettings(Settings):
+    table: str
+    steps: list[str]
+    checkpoint_ttl_seconds: int
+    retention_seconds: int
+
+
+class KeyInProgress(Exception):
+    """Another execution holds this key and is still running: this run executes no step.
+    (The error name Step Functions shows is this class's name.)"""
+
+
+class LeaseLost(Exception):
+    """The lease was taken from this execution while it ran (a checkpoint cleared by hand)."""
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    config = ResumableSettings.current()
+    key, execution = str(event["key"]), str(event["execution"])
+    if event["action"] == "load":
+        return load(config, key, execution)
+    if event["action"] == "finish":
+        return finish(config, key, execution)
+    raise ValueError(f"unknown action {event['action']!r}")
+
+
+def _entries(config: ResumableSettings, item: dict[str, Any]) -> dict[str, Any]:
+    """Every step's entry ({} = not done), as the state machine's `$.results` holds them."""
+    return {
+        step: json.loads(item.get(attribute(step), {}).get("S", EMPTY)) for step in config.steps
+    }
+
+
+def _claim(
+    config: ResumableSettings, key: str, execution: str, now: int, condition: str, **values: Any
+) -> dict[str, Any] | None:
+    """Take the lease if `condition` holds; the item after, or None if it did not hold."""
+    initial = ", ".join(
+        ["first_execution = if_not_exists(first_execution, :me)"]
+        + [f"{attribute(s)} = if_not_exists({attribute(s)}, :empty)" for s in config.steps]
+    )
+    try:
+        return client("dynamodb").update_item(
+            TableName=config.table,
+            Key={"pk": {"S": key}},
+            UpdateExpression=f"SET lease = :me, expires_at = :ttl, {initial}",
+            ConditionExpression=condition,
+            ExpressionAttributeValues={
+                ":me": {"S": execution},
+                ":ttl": {"N": str(now + config.checkpoint_ttl_seconds)},
+                ":empty": {"S": EMPTY},
+                **values,
+            },
+            ReturnValues="ALL_NEW",
+        )["Attributes"]
+    except ClientError as exc:
+        if aws_code(exc) == "ConditionalCheckFailedException":
+            return None
+        raise
+
+
+def _holder_ended(holder: str) -> bool:
+    try:
+        status = client("stepfunctions").describe_execution(executionArn=holder)["status"]
+    except ClientError as exc:
+        if aws_code(exc) == "ExecutionDoesNotExist":  # past Step Functions' 90 days
+            return True
+        raise
+    return status in ENDED
+
+
+def load(
+    config: ResumableSettings, key: str, execution: str, now: int | None = None
+) -> dict[str, Any]:
+    """Take `key`'s lease for `execution` and return every step's entry (see the module)."""
+    now = int(time.time()) if now is None else now
+    ddb = client("dynamodb")
+    for _ in range(ATTEMPTS):
+        # The common case first: no item, a free lease, or this execution's own (a retry).
+        free = (
+            "(attribute_not_exists(lease) OR lease = :me) AND attribute_not_exists(completed_at)"
+            " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
+        )
+        item = _claim(config, key, execution, now, free, **{":now": {"N": str(now)}})
+        if item is not None:
+            return _entries(config, item)
+        found = ddb.get_item(TableName=config.table, Key={"pk": {"S": key}}, ConsistentRead=True)
+        item = found.get("Item")
+        if item is None:
+            continue  # deleted meanwhile (ops clear): claim it afresh
+        expires = item.get("expires_at", {}).get("N")
+        if expires is not None and int(float(expires)) <= now:
+            # Expired, not yet deleted by TTL: forget it, unless it changed meanwhile.
+            try:
+                ddb.delete_item(
+                    TableName=config.table,
+                    Key={"pk": {"S": key}},
+                    ConditionExpression="expires_at = :seen",
+                    ExpressionAttributeValues={":seen": {"N": expires}},
+                )
+            except ClientError as exc:
+                if aws_code(exc) != "ConditionalCheckFailedException":
+                    raise
+            log("INFO", "expired checkpoint forgotten", key=key, expired_at=expires)
+            continue
+        if "completed_at" in item:
+            log("INFO", "key already completed: no step runs", key=key, execution=execution)
+            return _entries(config, item)
+        holder = item["lease"]["S"]
+        if not _holder_ended(holder):
+            raise KeyInProgress(f"key {key!r} is being run by {holder}; this run runs no step")
+        taken = _claim(config, key, execution, now, "lease = :holder", **{":holder": {"S": holder}})
+        if taken is not None:
+            log("INFO", "lease taken over from an ended run", key=key, previous=holder)
+            return _entries(config, taken)
+    raise KeyInProgress(f"key {key!r}: the lease changed hands {ATTEMPTS} times; try again")
+
+
+def finish(
+    config: ResumableSettings, key: str, execution: str, now: int | None = None
+) -> dict[str, Any]:
+    """Mark `key` completed for the retention and release the lease; a key that was
+    already completed (this run ran no step) stays as it is."""
+    now = int(time.time()) if now is None else now
+    ddb = client("dynamodb")
+    try:
+        ddb.update_item(
+            TableName=config.table,
+            Key={"pk": {"S": key}},
+            UpdateExpression=(
+                "SET completed_at = :now, completed_by = :me, expires_at = :ttl REMOVE lease"
+            ),
+            ConditionExpression="lease = :me",
+            ExpressionAttributeValues={
+                ":now": {"N": str(now)},
+                ":me": {"S": execution},
+                ":ttl": {"N": str(now + config.retention_seconds)},
+            },
+        )
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":
+            raise
+        found = ddb.get_item(TableName=config.table, Key={"pk": {"S": key}}, ConsistentRead=True)
+        if "completed_at" in found.get("Item", {}):
+            return {"completed": True, "already": True}
+        raise LeaseLost(f"key {key!r}: {execution} no longer holds its lease") from None
+    log("INFO", "key completed", key=key, execution=execution)
+    return {"completed": True, "already": False}
