@@ -63,8 +63,9 @@ class Status(StrEnum):
 
 
 # -- validation ------------------------------------------------------------------------
-def publish_time(value: Any, now: float) -> float:
-    """Epoch seconds from a number or an ISO 8601 string with a time zone."""
+def publish_time(value: Any, now: float | None) -> float:
+    """Epoch seconds from a number or an ISO 8601 string with a time zone; within the
+    allowed range of `now` (None: any time, for a replay of a stored registration)."""
     if isinstance(value, bool) or value is None:
         raise BadEvent("publishTime is required: epoch seconds or ISO 8601 with a time zone")
     if isinstance(value, int | float):
@@ -81,6 +82,8 @@ def publish_time(value: Any, now: float) -> float:
         seconds = parsed.timestamp()
     else:
         raise BadEvent(f"publishTime must be a number or a string, not {type(value).__name__}")
+    if now is None:
+        return seconds
     if seconds < now - PAST_TOLERANCE_SECONDS:
         raise BadEvent(f"publishTime is {now - seconds:.0f}s in the past")
     if seconds > now + MAX_HORIZON_SECONDS:
@@ -88,7 +91,7 @@ def publish_time(value: Any, now: float) -> float:
     return seconds
 
 
-def validate(body: Any, now: float) -> dict[str, Any]:
+def validate(body: Any, now: float | None) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadEvent("the body must be a JSON object")
     channel = body.get("channel")
@@ -139,7 +142,16 @@ def register(
     A message due within the window is started here (`start_soon`), so a near-term
     message never waits for the stream; the stream's start is then a harmless duplicate."""
     now = time.time() if now is None else now
-    fields = validate(body, now)
+    try:
+        fields = validate(body, now)
+    except BadEvent:
+        # A client's retry may come after the publish time (a timeout, a slow network):
+        # under its Idempotency-Key it still gets the message it registered.
+        replayed = _replay(config, body, idempotency_key) if idempotency_key else None
+        if replayed is None:
+            raise
+        start_soon(config, replayed, context)
+        return to_message(replayed), False
     target = target_of(config, fields["channel"])
     if target is None:
         raise BadEvent(f"unknown channel {fields['channel']!r}")
@@ -147,7 +159,7 @@ def register(
     status = (
         Status.STANDBY if fields["publish_at"] <= now + config.window_seconds else Status.RESERVED
     )
-    fingerprint = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+    fingerprint = _fingerprint(fields)
     item = {
         **message_key(message_id),
         "id": {"S": message_id},
@@ -174,6 +186,22 @@ def register(
         return to_message(stored), False
     start_soon(config, item, context)
     return to_message(item), True
+
+
+def _fingerprint(fields: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
+
+
+def _replay(config: SchedulerSettings, body: Any, idempotency_key: str) -> dict[str, Any] | None:
+    """The stored item this exact registration made earlier, if any (time not checked)."""
+    try:
+        fields = validate(body, None)
+    except BadEvent:
+        return None
+    stored = _item(config, message_id_for(idempotency_key))
+    if stored is None or stored.get("fingerprint", {}).get("S") != _fingerprint(fields):
+        return None
+    return stored
 
 
 def start_soon(config: SchedulerSettings, item: dict[str, Any], context: Any) -> None:

@@ -53,6 +53,21 @@ def test_same_body_twice_starts_one_execution_and_the_second_is_409(api: dict[st
     assert document["requestId"]
 
 
+def test_the_same_body_after_the_execution_completed_is_409_and_starts_nothing(
+    api: dict[str, Any],
+) -> None:
+    tag = new_tag()
+    body = s3_body(f"in/{tag}/done.csv")
+    status, first = post(api, body)
+    assert status == 200
+    sfn = client("stepfunctions")
+    arn = first["executionArn"]
+    eventually(lambda: sfn.describe_execution(executionArn=arn)["status"] == "SUCCEEDED")
+    status, again = post(api, body)
+    assert (status, again["duplicate"]) == (409, True)
+    assert count(api, body["detail"]["object"]["key"]) == 1
+
+
 def test_ten_concurrent_identical_posts_get_one_200_and_nine_409(api: dict[str, Any]) -> None:
     # GIVEN ten identical requests at once (an upload's event, redelivered in a burst)
     key = f"in/{new_tag()}/burst.csv"

@@ -72,6 +72,21 @@ def test_redelivered_event_adds_no_execution(starter: dict[str, Any]) -> None:
     assert steady(lambda: count(starter, tag)) == 1
 
 
+def test_a_redelivery_after_the_execution_completed_adds_nothing(starter: dict[str, Any]) -> None:
+    # GIVEN an upload whose execution has finished
+    tag = new_tag()
+    upload(starter, f"in/{tag}/done.csv")
+    event = delivered_event(starter, tag)
+    [execution] = executions(starter["stateMachineArn"], tag)
+    sfn = client("stepfunctions")
+    arn = execution["executionArn"]
+    eventually(lambda: sfn.describe_execution(executionArn=arn)["status"] == "SUCCEEDED")
+    # WHEN the same event is delivered again (STANDARD keeps a closed execution's name)
+    assert invoke(starter["functionName"], event)["status"] == "DUPLICATE"
+    # THEN the finished execution is still the only one
+    assert steady(lambda: count(starter, tag), seconds=2) == 1
+
+
 def test_concurrent_burst_of_twenty_identical_deliveries_starts_one(
     starter: dict[str, Any],
 ) -> None:

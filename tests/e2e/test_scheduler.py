@@ -87,6 +87,11 @@ def test_the_same_idempotency_key_registers_and_fires_once(scheduler: dict[str, 
     assert other[0] == 409
     eventually(lambda: fired(scheduler, first[1]["id"]), timeout=LEAD + 20)
     assert steady(lambda: fired(scheduler, first[1]["id"])["fires"], seconds=2) == 1
+    # a retry of the registration after it fired returns the same, DONE message: no new fire
+    assert eventually(lambda: message(scheduler, first[1]["id"])[1]["status"] == "DONE")
+    late = post(scheduler, body, **{"Idempotency-Key": key})
+    assert (late[0], late[1]["id"], late[1]["status"]) == (200, first[1]["id"], "DONE")
+    assert steady(lambda: fired(scheduler, first[1]["id"])["fires"], seconds=2) == 1
 
 
 def test_a_redelivered_stream_record_starts_nothing_new(

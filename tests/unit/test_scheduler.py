@@ -102,6 +102,23 @@ def test_an_idempotency_key_registers_once(config: SchedulerSettings) -> None:
         scheduler.register(config, {**body, "parameters": {"other": 1}}, "key-1")
 
 
+def test_a_keyed_retry_after_the_publish_time_returns_the_stored_message(
+    config: SchedulerSettings,
+) -> None:
+    publish = time.time() + 5
+    body = {"publishTime": publish, "channel": "demo"}
+    first, _ = scheduler.register(config, body, "key-late")
+    # WHEN the client's retry arrives a minute after the publish time
+    again, created = scheduler.register(config, body, "key-late", now=publish + 60)
+    # THEN it gets the message it registered, not "in the past"
+    assert (created, again["id"]) == (False, first["id"])
+    # AND without the key, or with another body, the time is still checked
+    with pytest.raises(BadEvent, match="in the past"):
+        scheduler.register(config, body, now=publish + 60)
+    with pytest.raises(BadEvent, match="in the past"):
+        scheduler.register(config, {**body, "parameters": {"x": 1}}, "key-late", now=publish + 60)
+
+
 def test_status_changes_are_conditional(config: SchedulerSettings) -> None:
     message, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
     assert scheduler.transition(config, message["id"], ("RESERVED",), "STANDBY") is True
