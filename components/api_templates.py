@@ -85,6 +85,10 @@ def request_template(state_machine_arn: str, key_source: str) -> str:
 #set($key = "$!{key_expression(key_source)}")
 #set($attempt = "$!input.params().header.get('{ATTEMPT_HEADER}')")
 #if($attempt == "")#set($attempt = "0")#end
+## Checked before any use: a header value never reaches the request body (a quote in it
+## could otherwise add keys, e.g. a second "name").
+#set($attemptValid = $attempt.matches("{_ATTEMPT}"))
+#if(!$attemptValid)#set($attempt = "0")#end
 #if($key.matches("{_VERBATIM}") && !$key.contains("--") && !$key.matches("{_RETRY_SUFFIX}"))
 #set($body = $key)
 #else
@@ -102,7 +106,7 @@ def request_template(state_machine_arn: str, key_source: str) -> str:
 ## (InvalidExecutionInput) for a missing key or a bad attempt; a name over 80 characters
 ## (InvalidName or ValidationException) for a key too long to name injectively. Both come
 ## after IAM has allowed the call: the ARN is the real one.
-#if($key == "" || !$attempt.matches("{_ATTEMPT}"))#set($document = "{INVALID_REQUEST}")#end
+#if($key == "" || !$attemptValid)#set($document = "{INVALID_REQUEST}")#end
 {{
   "stateMachineArn": "{state_machine_arn}",
   "name": "$name",

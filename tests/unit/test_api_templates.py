@@ -131,6 +131,24 @@ def test_a_bad_attempt_starts_nothing(attempt: str) -> None:
     assert request["input"] == t.INVALID_REQUEST  # not JSON: InvalidExecutionInput
 
 
+@pytest.mark.parametrize(
+    "attempt",
+    ['1", "name": "chosen', '1","name":"chosen', "1\\", '0", "stateMachineArn": "arn:other'],
+)
+def test_no_header_value_can_add_or_change_a_key_of_the_request(attempt: str) -> None:
+    text, _ = render(t.request_template(ARN, "$.k"), json.dumps({"k": "k"}), {"X-Attempt": attempt})
+
+    def no_duplicates(pairs: list[tuple[str, object]]) -> dict:
+        keys = [key for key, _ in pairs]
+        assert len(keys) == len(set(keys)), f"duplicate keys {keys} in {text}"
+        return dict(pairs)
+
+    request = json.loads(text, object_pairs_hook=no_duplicates)
+    assert set(request) == {"stateMachineArn", "name", "input"}
+    assert (request["stateMachineArn"], request["name"]) == (ARN, "k")
+    assert request["input"] == t.INVALID_REQUEST  # refused: starts nothing
+
+
 def test_a_missing_key_starts_nothing() -> None:
     assert start_request({"detail": {}})["input"] == t.INVALID_REQUEST
 
