@@ -149,7 +149,11 @@ CLIENT_ERROR_TEMPLATE = f"""## 4xx from StartExecution: a duplicate (409), a thr
 SERVER_ERROR_TEMPLATE = """## 5xx from Step Functions: tell the caller to retry.
 {"duplicate": false, "retryable": true, "message": "Step Functions is unavailable; retry the request"}"""
 
+# A gateway response's template is not VTL: AWS only substitutes variables in it, so it
+# cannot escape a value. `$context.error.messageString` comes already quoted (a JSON
+# string); `responseType` is a plain enum name. The schema's detail
+# (`validationErrorString`) may hold quotes, so it cannot be embedded safely on AWS.
 VALIDATION_ERROR_TEMPLATE = (
     '{"duplicate": false, "error": "BadRequest", '
-    f'"message": "{json_string("$context.error.validationErrorString")}"}}'
+    '"type": "$context.error.responseType", "message": $context.error.messageString}'
 )

@@ -222,3 +222,32 @@ def test_a_refused_role_is_500_retryable_never_a_bad_request() -> None:
 def test_server_errors_say_retry() -> None:
     body = json.loads(render(t.SERVER_ERROR_TEMPLATE)[0])
     assert body["retryable"] is True
+
+
+def substitute(template: str, variables: dict[str, str]) -> str:
+    """A gateway response as AWS renders it: variable substitution only, no VTL."""
+    for name, value in sorted(variables.items(), key=lambda item: -len(item[0])):
+        template = template.replace(f"${name}", value)
+    return template
+
+
+@pytest.mark.parametrize(
+    "message", ["Invalid request body", 'a "quoted" \\ message', "Invalid request parameters"]
+)
+def test_the_validation_gateway_response_is_valid_json_by_substitution_alone(message: str) -> None:
+    template = t.VALIDATION_ERROR_TEMPLATE
+    assert "#" not in template and "$util" not in template  # nothing AWS would not run
+    body = substitute(
+        template,
+        {
+            # AWS's documented value: "the quoted value of $context.error.message"
+            "context.error.messageString": json.dumps(message),
+            "context.error.responseType": "BAD_REQUEST_BODY",
+        },
+    )
+    assert json.loads(body) == {
+        "duplicate": False,
+        "error": "BadRequest",
+        "type": "BAD_REQUEST_BODY",
+        "message": message,
+    }
