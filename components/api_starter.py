@@ -13,7 +13,6 @@ S3 -> EventBridge -> API Gateway -> Step Functions with no Lambda at all.
 # annotations as types (docs/pulumi-package.md).
 import dataclasses
 import enum
-import hashlib
 import json
 from typing import Any
 
@@ -29,7 +28,7 @@ from exactly_once.components.functions import (
     dead_letter_queue,
     service_role,
 )
-from exactly_once.components.rest_api import api_key
+from exactly_once.components.rest_api import api_key, fingerprint
 from exactly_once.components.state_machines import (
     StateMachineType,
     require_standard,
@@ -269,20 +268,12 @@ class ApiGatewayStarter(pulumi.ComponentResource):
     def _stage(
         self, name: str, args: ApiGatewayStarterArgs, pieces: list[pulumi.Resource]
     ) -> aws.apigateway.Stage:
-        # A new deployment whenever a template or wiring changes.
-        fingerprint = hashlib.sha256(
-            json.dumps(
-                [
-                    api_templates.request_template("", args.key_source),
-                    RESPONSES,
-                    args.authorization,
-                ]
-            ).encode()
-        ).hexdigest()
+        # A new deployment whenever anything the stage serves changes (templates, the state
+        # machine and role they name, gateway responses, validation, authorization).
         deployment = aws.apigateway.Deployment(
             f"{name}-deployment",
             rest_api=self.api.id,
-            triggers={"fingerprint": fingerprint},
+            triggers={"fingerprint": fingerprint(pieces)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=pieces),
         )
         return aws.apigateway.Stage(

@@ -1,9 +1,58 @@
-"""What the REST APIs share: an API key with a throttled usage plan on a stage."""
+"""What the REST APIs share: an API key with a throttled usage plan on a stage, and the
+fingerprint that redeploys a stage whenever anything it serves changes."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_aws as aws
+
+# Every property of an API's pieces (methods, integrations and their responses, gateway
+# responses, validators, resources) that a deployment snapshots: a change to any of them
+# must make a new deployment, or the stage keeps serving the old one.
+SERVED = (
+    "path_part",
+    "http_method",
+    "authorization",
+    "authorizer_id",
+    "api_key_required",
+    "request_validator_id",
+    "request_parameters",
+    "request_models",
+    "type",
+    "uri",
+    "credentials",
+    "integration_http_method",
+    "request_templates",
+    "passthrough_behavior",
+    "selection_pattern",
+    "status_code",
+    "response_type",
+    "response_templates",
+    "response_parameters",
+    "response_models",
+    "validate_request_body",
+    "validate_request_parameters",
+)
+
+
+def fingerprint(pieces: Sequence[pulumi.Resource]) -> pulumi.Output[str]:
+    """A hash of everything `pieces` serve (see SERVED): a Deployment's `triggers`."""
+    values = [
+        pulumi.Output.all(
+            type(piece).__name__,
+            *[getattr(piece, name) for name in SERVED if hasattr(type(piece), name)],
+        )
+        for piece in pieces
+    ]
+    return pulumi.Output.all(*values).apply(
+        lambda served: hashlib.sha256(
+            json.dumps(served, sort_keys=True, default=str).encode()
+        ).hexdigest()
+    )
 
 
 def api_key(

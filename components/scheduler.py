@@ -29,7 +29,7 @@ from exactly_once.components.functions import (
     handler_function,
     invoke_from_rule,
 )
-from exactly_once.components.rest_api import api_key
+from exactly_once.components.rest_api import api_key, fingerprint
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings, Status
 from exactly_once.handlers.settings import encode
@@ -499,7 +499,7 @@ class Scheduler(pulumi.ComponentResource):
         deployment = aws.apigateway.Deployment(
             f"{name}-deployment",
             rest_api=api.id,
-            triggers={"v": "1"},
+            triggers={"fingerprint": fingerprint(pieces)},
             opts=pulumi.ResourceOptions(parent=self, depends_on=pieces),
         )
         stage = aws.apigateway.Stage(

@@ -84,3 +84,15 @@ def test_a_starter_without_a_target_is_refused_naming_both_ways_to_give_one() ->
     with pytest.raises(ValueError, match="needs a target") as refused:
         ApiGatewayStarterArgs().validate()
     assert "state_machine_arn" in str(refused.value) and "definition" in str(refused.value)
+
+
+def served(**kwargs: object) -> str:
+    return str(deploy(**kwargs).named("api-deployment").inputs["triggers"]["fingerprint"])
+
+
+def test_a_change_to_anything_the_stage_serves_makes_a_new_deployment() -> None:
+    other = "arn:aws:states:us-east-1:123456789012:stateMachine:other"
+    base = served(state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:m")
+    assert base == served(state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:m")
+    assert served(state_machine_arn=other) != base  # the template names the machine
+    assert served(key_source="$.id") != served()  # the template and the validation
