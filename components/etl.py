@@ -91,6 +91,9 @@ class IdempotentEtlArgs:
     """Outputs are written under this key prefix."""
     record_ttl_days: Defaulted[int] = 7
     """How long control and FAILED records are kept."""
+    force_destroy: Defaulted[bool] = False
+    """Delete the buckets this component creates with their objects when it is destroyed
+    (for test stacks). Off: a bucket holding data stops the destroy, as S3 does."""
     timeout: Defaulted[int] = 60
     """The function's timeout, seconds."""
     memory_size: Defaulted[int] = 512
@@ -180,13 +183,15 @@ class IdempotentEtl(pulumi.ComponentResource):
         # A created input is versioned: every upload of a key is a version to transform once
         # (an unversioned bucket of yours works too: each write is told apart by its ETag).
         created_in = (
-            secure_bucket(f"{name}-in", self, versioned=True, force_destroy=True)
+            secure_bucket(f"{name}-in", self, versioned=True, force_destroy=args.force_destroy)
             if args.input_bucket_name is None
             else None
         )
         self.input_bucket_name, input_arn = self._bucket(args.input_bucket_name, created_in)
         created_out = (
-            secure_bucket(f"{name}-out", self, force_destroy=True, abort_uploads_after_days=1)
+            secure_bucket(
+                f"{name}-out", self, force_destroy=args.force_destroy, abort_uploads_after_days=1
+            )
             if args.output_bucket_name is None
             else None
         )
@@ -265,6 +270,11 @@ class IdempotentEtl(pulumi.ComponentResource):
                 function=self.function.name,
                 principal="s3.amazonaws.com",
                 source_arn=input_arn,
+                # Bucket names are global: the bucket must also be this account's, or a
+                # deleted bucket's name taken by another account could invoke it.
+                source_account=aws.get_caller_identity_output(
+                    opts=pulumi.InvokeOptions(parent=self)
+                ).account_id,
                 opts=child,
             )
             aws.s3.BucketNotification(

@@ -453,6 +453,8 @@ def create_permission(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Out
     }
     if i.get("sourceArn"):
         params["SourceArn"] = i["sourceArn"]
+    if i.get("sourceAccount"):
+        params["SourceAccount"] = i["sourceAccount"]
     e.client("lambda").add_permission(**params)
     return f"{i['function']}:{statement}", {"statementId": statement}
 

@@ -61,6 +61,21 @@ def test_a_created_bucket_with_a_prefix_and_suffix_filters_its_notification() ->
     assert (function["filterPrefix"], function["filterSuffix"]) == ("incoming/", ".csv")
 
 
+def test_only_this_accounts_bucket_may_invoke_and_created_buckets_keep_their_data() -> None:
+    mocks = run(lambda: IdempotentEtl("etl", IdempotentEtlArgs()))
+    permission = mocks.named("etl-s3-invoke").inputs
+    assert permission["sourceAccount"] == "123456789012"
+    assert permission["sourceArn"].startswith("arn:aws:s3:::")
+    buckets = mocks.of_type("aws:s3/bucket:Bucket")
+    assert len(buckets) == 2
+    assert [b.inputs.get("forceDestroy", False) for b in buckets] == [False, False]
+    test_stack = run(lambda: IdempotentEtl("etl", IdempotentEtlArgs(force_destroy=True)))
+    assert [b.inputs["forceDestroy"] for b in test_stack.of_type("aws:s3/bucket:Bucket")] == [
+        True,
+        True,
+    ]
+
+
 @pytest.mark.parametrize(
     ("prefix", "suffix", "condition", "readable"),
     [
