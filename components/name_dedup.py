@@ -100,16 +100,17 @@ class NameDedupStarter(pulumi.ComponentResource):
         self.state_machine_arn = target_state_machine(
             name, args.state_machine_arn, args.definition, self
         )
-        executions = executions_of(self.state_machine_arn)
+        statements = [allow(["states:StartExecution"], [self.state_machine_arn])]
+        if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
+            # Only this policy asks how a taken name's execution ended.
+            executions = executions_of(self.state_machine_arn)
+            statements.append(allow(["states:DescribeExecution"], [executions]))
 
         self.dlq = dead_letter_queue(name, self)
         starter = handler_function(
             f"{name}-starter",
             handler="exactly_once.handlers.starter.handler",
-            statements=[
-                allow(["states:StartExecution"], [self.state_machine_arn]),
-                allow(["states:DescribeExecution"], [executions]),
-            ],
+            statements=statements,
             environment={
                 **StarterSettings.environment(
                     state_machine_arn=self.state_machine_arn,

@@ -42,7 +42,7 @@ def test_wires_rule_target_function_and_dlq() -> None:
 
 
 def test_starter_may_start_only_its_own_state_machine() -> None:
-    mocks = deploy()
+    mocks = deploy(reuse_policy="ALLOW_DUPLICATE_FAILED_ONLY")
     policy = json.loads(mocks.named("nd-starter-policy").inputs["policy"])
     by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
     machine = "arn:aws:states:us-east-1:123456789012:stateMachine:nd-workflow"
@@ -51,6 +51,14 @@ def test_starter_may_start_only_its_own_state_machine() -> None:
         "arn:aws:states:us-east-1:123456789012:execution:nd-workflow:*"
     ]
     assert by_action[("sqs:SendMessage",)] == ["arn:aws:sqs:us-east-1:123456789012:nd-dlq"]
+
+
+def test_describe_execution_is_granted_only_to_the_policy_that_reads_it() -> None:
+    mocks = deploy(reuse_policy="REJECT_DUPLICATE")
+    policy = json.loads(mocks.named("nd-starter-policy").inputs["policy"])
+    actions = [action for s in policy["Statement"] for action in s["Action"]]
+    assert "states:DescribeExecution" not in actions
+    assert "states:StartExecution" in actions
 
 
 def test_an_existing_state_machine_is_used_as_given() -> None:
