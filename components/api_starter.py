@@ -38,6 +38,9 @@ from exactly_once.components.state_machines import (
 from exactly_once.handlers.settings import choice
 
 PATH = "start"
+# Where EventBridge delivers forwarded S3 events: AWS_IAM, signed with the rule's role, so
+# no secret travels in the target's configuration.
+EVENTS_PATH = "events"
 
 
 class Authorization(enum.StrEnum):
@@ -93,8 +96,6 @@ class ApiGatewayStarterArgs:
         api_templates.key_expression(self.key_source)  # raises on a bad key source
         if self.bucket_name is not None and not self.key_source.startswith("$."):
             raise ValueError("bucket_name forwards S3 events: key_source must be a body path")
-        if self.bucket_name is not None and self.authorization != "API_KEY":
-            raise ValueError("EventBridge forwards with an API key: use authorization API_KEY")
 
 
 class ApiGatewayStarter(pulumi.ComponentResource):
@@ -125,8 +126,24 @@ class ApiGatewayStarter(pulumi.ComponentResource):
         )
         region = aws.get_region_output(opts=pulumi.InvokeOptions(parent=self)).region
         self.api = self._rest_api(name)
-        resource, method, integration = self._start_method(name, args, region)
-        pieces = self._responses(name, resource, method, integration)
+        role, ready = service_role(
+            f"{name}-apigw",
+            "apigateway.amazonaws.com",
+            [allow(["states:StartExecution"], [self.state_machine_arn])],
+            self,
+        )
+        validator, request_models, request_parameters = self._validation(name, args)
+        validation = (validator, request_models, request_parameters)
+        paths = [(PATH, "", args.authorization)]
+        if args.bucket_name is not None:
+            paths.append((EVENTS_PATH, "-events", Authorization.AWS_IAM))
+        pieces: list[pulumi.Resource] = [*ready]
+        for path, label, authorization in paths:
+            method, integration = self._start_method(
+                name, args, region, path, label, authorization, role, ready, validation
+            )
+            pieces += self._responses(f"{name}{label}", method, integration)
+        pieces += self._gateway_responses(name)
         self.stage = self._stage(name, args, pieces)
         self.url = self.stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/{PATH}")
         self.api_key = (
@@ -168,38 +185,41 @@ class ApiGatewayStarter(pulumi.ComponentResource):
         )
 
     def _start_method(
-        self, name: str, args: ApiGatewayStarterArgs, region: pulumi.Output[str]
-    ) -> tuple[aws.apigateway.Resource, aws.apigateway.Method, aws.apigateway.Integration]:
-        """POST /start: validated, then turned into StartExecution by the request template,
+        self,
+        name: str,
+        args: ApiGatewayStarterArgs,
+        region: pulumi.Output[str],
+        path: str,
+        label: str,
+        authorization: Authorization,
+        role: aws.iam.Role,
+        ready: list[pulumi.Resource],
+        validation: tuple[aws.apigateway.RequestValidator, Any, Any],
+    ) -> tuple[aws.apigateway.Method, aws.apigateway.Integration]:
+        """POST /<path>: validated, then turned into StartExecution by the request template,
         with a role that may start only the target state machine."""
-        role, ready = service_role(
-            f"{name}-apigw",
-            "apigateway.amazonaws.com",
-            [allow(["states:StartExecution"], [self.state_machine_arn])],
-            self,
-        )
+        validator, request_models, request_parameters = validation
         resource = aws.apigateway.Resource(
-            f"{name}-resource",
+            f"{name}{label}-resource",
             rest_api=self.api.id,
             parent_id=self.api.root_resource_id,
-            path_part=PATH,
+            path_part=path,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        validator, request_models, request_parameters = self._validation(name, args)
         method = aws.apigateway.Method(
-            f"{name}-post",
+            f"{name}{label}-post",
             rest_api=self.api.id,
             resource_id=resource.id,
             http_method="POST",
-            authorization="AWS_IAM" if args.authorization == "AWS_IAM" else "NONE",
-            api_key_required=args.authorization == "API_KEY",
+            authorization="AWS_IAM" if authorization == Authorization.AWS_IAM else "NONE",
+            api_key_required=authorization == Authorization.API_KEY,
             request_validator_id=validator.id,
             request_models=request_models,
             request_parameters=request_parameters,
             opts=pulumi.ResourceOptions(parent=self),
         )
         integration = aws.apigateway.Integration(
-            f"{name}-integration",
+            f"{name}{label}-integration",
             rest_api=self.api.id,
             resource_id=resource.id,
             http_method=method.http_method,
@@ -215,24 +235,23 @@ class ApiGatewayStarter(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )
-        return resource, method, integration
+        return method, integration
 
     def _responses(
         self,
         name: str,
-        resource: aws.apigateway.Resource,
         method: aws.apigateway.Method,
         integration: aws.apigateway.Integration,
     ) -> list[pulumi.Resource]:
-        """Step Functions' answers mapped to statuses (api_templates.RESPONSES), and the
-        validator's 400s; everything the deployment must wait for."""
+        """Step Functions' answers mapped to statuses (api_templates.RESPONSES); everything
+        the deployment must wait for."""
         pieces: list[pulumi.Resource] = [method, integration]
         for status in ("200", "400", "503", *OVERRIDE_STATUSES):
             pieces.append(
                 aws.apigateway.MethodResponse(
                     f"{name}-method-{status}",
                     rest_api=self.api.id,
-                    resource_id=resource.id,
+                    resource_id=method.resource_id,
                     http_method=method.http_method,
                     status_code=status,
                     response_models={JSON: "Empty"},
@@ -244,7 +263,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
                 aws.apigateway.IntegrationResponse(
                     f"{name}-integration-{status}",
                     rest_api=self.api.id,
-                    resource_id=resource.id,
+                    resource_id=method.resource_id,
                     http_method=method.http_method,
                     status_code=status,
                     selection_pattern=pattern,
@@ -252,18 +271,21 @@ class ApiGatewayStarter(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self, depends_on=[integration, *pieces]),
                 )
             )
-        for response_type in ("BAD_REQUEST_BODY", "BAD_REQUEST_PARAMETERS"):
-            pieces.append(
-                aws.apigateway.Response(
-                    f"{name}-{response_type.lower().replace('_', '-')}",
-                    rest_api_id=self.api.id,
-                    response_type=response_type,
-                    status_code="400",
-                    response_templates={JSON: api_templates.VALIDATION_ERROR_TEMPLATE},
-                    opts=pulumi.ResourceOptions(parent=self),
-                )
-            )
         return pieces
+
+    def _gateway_responses(self, name: str) -> list[pulumi.Resource]:
+        """The validator's 400s, with a reason (api_templates.VALIDATION_ERROR_TEMPLATE)."""
+        return [
+            aws.apigateway.Response(
+                f"{name}-{response_type.lower().replace('_', '-')}",
+                rest_api_id=self.api.id,
+                response_type=response_type,
+                status_code="400",
+                response_templates={JSON: api_templates.VALIDATION_ERROR_TEMPLATE},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for response_type in ("BAD_REQUEST_BODY", "BAD_REQUEST_PARAMETERS")
+        ]
 
     def _stage(
         self, name: str, args: ApiGatewayStarterArgs, pieces: list[pulumi.Resource]
@@ -313,11 +335,11 @@ class ApiGatewayStarter(pulumi.ComponentResource):
     def _forward_s3_events(
         self, name: str, bucket_name: pulumi.Input[str], region: pulumi.Output[str]
     ) -> aws.sqs.Queue:
-        """S3 -> EventBridge -> this API, the event as the request body."""
+        """S3 -> EventBridge -> POST /events (AWS_IAM) of this API, the event as the body."""
         child = pulumi.ResourceOptions(parent=self)
         account = aws.get_caller_identity_output(opts=pulumi.InvokeOptions(parent=self)).account_id
         target_arn = pulumi.Output.all(region, account, self.api.id, self.stage.stage_name).apply(
-            lambda v: f"arn:aws:execute-api:{v[0]}:{v[1]}:{v[2]}/{v[3]}/POST/{PATH}"
+            lambda v: f"arn:aws:execute-api:{v[0]}:{v[1]}:{v[2]}/{v[3]}/POST/{EVENTS_PATH}"
         )
         role, ready = service_role(
             f"{name}-events",
@@ -330,15 +352,13 @@ class ApiGatewayStarter(pulumi.ComponentResource):
         )
         dlq = dead_letter_queue(name, self)
         allow_eventbridge_to_queue(name, dlq, rule.arn, self)
-        assert self.api_key is not None
+        # EventBridge signs the request with the role (execute-api:Invoke on the method's
+        # ARN, EventBridge user guide "HTTP targets"): no key in the target's parameters.
         aws.cloudwatch.EventTarget(
             f"{name}-target",
             rule=rule.name,
             arn=target_arn,
             role_arn=role.arn,
-            http_target=aws.cloudwatch.EventTargetHttpTargetArgs(
-                header_parameters={"x-api-key": self.api_key}
-            ),
             dead_letter_config=aws.cloudwatch.EventTargetDeadLetterConfigArgs(arn=dlq.arn),
             opts=pulumi.ResourceOptions(parent=self, depends_on=ready),
         )

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from deploy.localstack_engine import unwrap_secrets
 from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from tests.unit.pulumi_harness import run
 
@@ -56,14 +55,34 @@ def test_missing_keys_are_rejected_by_a_body_validator() -> None:
     assert schema["required"] == ["detail"]
 
 
-def test_s3_events_are_forwarded_through_eventbridge_with_the_api_key() -> None:
+def test_s3_events_are_forwarded_to_an_iam_authorised_path_with_no_secret_in_the_target() -> None:
     mocks = deploy(bucket_name="uploads")
     target = mocks.named("api-target")
-    assert target.inputs["arn"].endswith("/v1/POST/start")
-    http = unwrap_secrets(target.inputs["httpTarget"])  # the key is a secret
-    assert "x-api-key" in http["headerParameters"]
+    assert target.inputs["arn"].endswith("/v1/POST/events")
+    assert "httpTarget" not in target.inputs  # no key (nor any header) in its configuration
     policy = json.loads(mocks.named("api-events-policy").inputs["policy"])
-    assert policy["Statement"][0]["Action"] == ["execute-api:Invoke"]
+    assert policy["Statement"] == [
+        {"Effect": "Allow", "Action": ["execute-api:Invoke"], "Resource": [target.inputs["arn"]]}
+    ]
+    # the forwarded path: signed by EventBridge's role, no key; the callers' path keeps its key
+    forwarded, callers = mocks.named("api-events-post"), mocks.named("api-post")
+    assert (forwarded.inputs["authorization"], forwarded.inputs.get("apiKeyRequired")) == (
+        "AWS_IAM",
+        False,
+    )
+    assert (callers.inputs["authorization"], callers.inputs["apiKeyRequired"]) == ("NONE", True)
+    # both start through the same template and role
+    templates = {
+        mocks.named(n).inputs["requestTemplates"]["application/json"]
+        for n in ("api-integration", "api-events-integration")
+    }
+    assert len(templates) == 1
+
+
+def test_forwarding_works_with_iam_authorization_too() -> None:
+    mocks = deploy(bucket_name="uploads", authorization="AWS_IAM")
+    assert mocks.named("api-post").inputs["authorization"] == "AWS_IAM"
+    assert mocks.named("api-target").inputs["arn"].endswith("/POST/events")
 
 
 @pytest.mark.parametrize(
