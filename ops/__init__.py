@@ -1,1 +1,1 @@
-"""Operator commands for the resumable workflow: `python -m ops --help`."""
+"""Operator commands for the resumable workflow: `python -m exactly_once.ops --help`."""

@@ -1,14 +1,16 @@
-"""`python -m ops`: operate a resumable workflow (pattern 4).
+"""`python -m exactly_once.ops`: operate a resumable workflow (pattern 4).
 
-    python -m ops show   --key K            a key's checkpoint
-    python -m ops mark   --key K --step S   mark a step done by hand (--output JSON)
-    python -m ops unmark --key K --step S   make a step run again
-    python -m ops clear  --key K            forget the key's checkpoint
-    python -m ops rerun  --key K --input J  re-run from the top (next attempt name)
-    python -m ops redrive --execution ARN   Step Functions' RedriveExecution instead
+    python -m exactly_once.ops show    --key K              a key's checkpoint
+    python -m exactly_once.ops mark    --key K --step S     mark a step done by hand
+    python -m exactly_once.ops unmark  --key K --step S     make a step run again
+    python -m exactly_once.ops clear   --key K              forget the key's checkpoint
+    python -m exactly_once.ops rerun   --key K --input J    re-run from the top
+    python -m exactly_once.ops redrive --execution ARN      Step Functions' RedriveExecution
 
-The workflow comes from --table and --state-machine, or, in the repository, from a
-deployed stack's outputs (--stack, default local). Installed: `python -m exactly_once.ops`.
+The workflow comes from --table and --state-machine (the component's outputs), or, in
+the repository, from a deployed stack's outputs (--stack). AWS credentials and region
+come from the standard chain (AWS_PROFILE, AWS_REGION, ~/.aws/config), or --profile and
+--region. `python -m exactly_once.ops COMMAND --help` shows each command with an example.
 """
 
 from __future__ import annotations
@@ -20,67 +22,158 @@ from typing import Any
 
 from exactly_once.ops.checkpoints import Checkpoints
 
+PROG = "python -m exactly_once.ops"
+WORKFLOW = (
+    "--table orders-checkpoints --state-machine arn:aws:states:REGION:ACCOUNT:stateMachine:orders"
+)
+# command -> (what it does, an example)
+COMMANDS = {
+    "show": (
+        "Print a key's checkpoint: each step's entry, the lease, completion.",
+        "--key order-7",
+    ),
+    "mark": (
+        "Mark a step done by hand (with the output later steps should see): the next run skips it.",
+        "--key order-7 --step charge --output '{\"paid\": true}'",
+    ),
+    "unmark": ("Make a step run again on the next run.", "--key order-7 --step ship"),
+    "clear": (
+        "Forget a key's checkpoint (also a completed key's): the next run starts afresh.",
+        "--key order-7",
+    ),
+    "rerun": (
+        "Start the workflow again from the top under the next attempt name "
+        "(key-r1, key-r2, ...); the steps done are skipped.",
+        '--key order-7 --input \'{"orderId": "order-7"}\'',
+    ),
+    "redrive": (
+        "Step Functions' RedriveExecution: resume a failed execution from the failed state "
+        "(within 14 days; no checkpoint involved).",
+        "--execution arn:aws:states:REGION:ACCOUNT:execution:orders:order-7",
+    ),
+}
+
+
+class CommandError(Exception):
+    """What the operator asked cannot be done: one line, exit 2."""
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"example: {PROG} show --key order-7 {WORKFLOW}",
+    )
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (summary, example) in COMMANDS.items():
+        command = commands.add_parser(
+            name,
+            help=summary,
+            description=summary,
+            epilog=f"example: {PROG} {name} {example} {WORKFLOW}",
+        )
+        if name == "redrive":
+            command.add_argument("--execution", required=True, help="the failed execution's ARN")
+        else:
+            command.add_argument("--key", required=True, help="the business key")
+        if name in ("mark", "unmark"):
+            command.add_argument("--step", required=True, help="a step of the workflow")
+        if name == "mark":
+            command.add_argument(
+                "--output", type=_json, default=None, help="JSON: the output to record"
+            )
+        if name == "rerun":
+            command.add_argument(
+                "--input", type=_json, default={}, help="JSON: the workflow input (default {})"
+            )
+        where = command.add_argument_group("which workflow, where")
+        where.add_argument("--table", help="the checkpoint table (the component's `table`)")
+        where.add_argument("--state-machine", help="the workflow's state machine ARN")
+        where.add_argument("--stack", default="local", help="in the repository: a deployed stack")
+        where.add_argument("--region", help="AWS region (default: the standard chain)")
+        where.add_argument("--profile", help="AWS profile (default: the standard chain)")
+        where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
+    return root
+
 
 def _workflow(args: argparse.Namespace) -> Checkpoints:
     if args.table and args.state_machine:
-        return Checkpoints(args.table, args.state_machine, args.endpoint_url)
+        return Checkpoints(
+            args.table, args.state_machine, args.endpoint_url, args.region, args.profile
+        )
     try:  # the repository's stacks (deploy/ is not installed)
         from deploy import outputs_path
         from deploy.stack_config import load
     except ImportError:
-        raise SystemExit("outside the repository, give --table and --state-machine") from None
+        raise CommandError("give --table and --state-machine (the component's outputs)") from None
     path = outputs_path(args.stack)
     if not path.exists():
-        raise SystemExit(f"stack {args.stack!r} is not deployed ({path} is missing)")
+        raise CommandError(f"stack {args.stack!r} is not deployed ({path} is missing)")
     outputs = json.loads(path.read_text())
     if "resumable" not in outputs:
-        raise SystemExit(f"stack {args.stack!r} has no resumable workflow")
+        raise CommandError(f"stack {args.stack!r} has no resumable workflow")
     config = load(args.stack)
     return Checkpoints(
         outputs["resumable"]["table"],
         outputs["resumable"]["stateMachineArn"],
         args.endpoint_url or config.endpoint or None,
-        config.region,
+        args.region or config.region,
+        args.profile,
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ops", description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["show", "mark", "unmark", "clear", "rerun", "redrive"])
-    parser.add_argument("--key")
-    parser.add_argument("--step")
-    parser.add_argument("--output", help="JSON: the output to record for a step marked done")
-    parser.add_argument("--input", default="{}", help="JSON: the workflow input for rerun")
-    parser.add_argument("--execution", help="execution ARN, for redrive")
-    parser.add_argument("--stack", default="local")
-    parser.add_argument("--table")
-    parser.add_argument("--state-machine")
-    parser.add_argument("--endpoint-url")
-    args = parser.parse_args(argv)
+def _known_step(workflow: Checkpoints, step: str) -> str:
+    steps = workflow.steps()
+    if step not in steps:
+        raise CommandError(f"unknown step {step!r}; the workflow's steps: {', '.join(steps)}")
+    return step
+
+
+def run(args: argparse.Namespace) -> Any:
+    if args.command == "redrive":
+        return _workflow(args).redrive(args.execution)
     workflow = _workflow(args)
-    needs_key = args.command in ("show", "mark", "unmark", "clear", "rerun")
-    if needs_key and not args.key:
-        parser.error(f"{args.command} needs --key")
-    if args.command in ("mark", "unmark") and not args.step:
-        parser.error(f"{args.command} needs --step")
-    result: Any
     if args.command == "show":
-        result = workflow.show(args.key) or {"key": args.key, "steps": None}
-    elif args.command == "mark":
-        workflow.mark_done(args.key, args.step, json.loads(args.output) if args.output else None)
-        result = workflow.show(args.key)
-    elif args.command == "unmark":
-        workflow.mark_not_done(args.key, args.step)
-        result = workflow.show(args.key)
-    elif args.command == "clear":
+        return workflow.show(args.key) or {"key": args.key, "steps": None}
+    if args.command == "mark":
+        workflow.mark_done(args.key, _known_step(workflow, args.step), args.output)
+        return workflow.show(args.key)
+    if args.command == "unmark":
+        workflow.mark_not_done(args.key, _known_step(workflow, args.step))
+        return workflow.show(args.key)
+    if args.command == "clear":
         workflow.clear(args.key)
-        result = {"key": args.key, "cleared": True}
-    elif args.command == "rerun":
-        result = workflow.rerun(args.key, json.loads(args.input)).as_dict()
-    else:
-        if not args.execution:
-            parser.error("redrive needs --execution")
-        result = workflow.redrive(args.execution)
+        return {"key": args.key, "cleared": True}
+    return workflow.rerun(args.key, args.input).as_dict()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit codes: 0 done, 1 AWS refused or failed (one line with its reason), 2 a bad
+    command (argparse's usage errors too)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    args = parser().parse_args(argv)
+    try:
+        result = run(args)
+    except CommandError as exc:
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        reason = f"{error.get('Code', 'Error')}: {error.get('Message', '')}".rstrip(": ")
+        print(f"{PROG} {args.command}: AWS refused it: {reason}", file=sys.stderr)
+        return 1
+    except BotoCoreError as exc:  # no credentials, no region, no connection
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps(result, indent=2, default=str))
     return 0
 

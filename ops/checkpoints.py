@@ -30,22 +30,37 @@ def _number(value: Mapping[str, Any] | None) -> int | None:
 
 
 class Checkpoints:
+    """One workflow's checkpoints. AWS credentials come from the standard chain (or
+    `profile`); the region is `region`, else the state machine ARN's (the table lives
+    beside it); an `endpoint_url` without a profile (LocalStack) uses its test keys."""
+
     def __init__(
         self,
         table: str,
         state_machine_arn: str,
         endpoint_url: str | None = None,
-        region: str = "us-east-1",
+        region: str | None = None,
+        profile: str | None = None,
     ) -> None:
         self.table = table
         self.state_machine_arn = state_machine_arn
-        options: dict[str, Any] = {"region_name": region}
+        parts = state_machine_arn.split(":")
+        region = region or (parts[3] if len(parts) > 3 and parts[3] else None)
+        session = boto3.Session(profile_name=profile, region_name=region)
+        options: dict[str, Any] = {}
         if endpoint_url:
-            options.update(
-                endpoint_url=endpoint_url, aws_access_key_id="test", aws_secret_access_key="test"
-            )
-        self.ddb = boto3.client("dynamodb", **options)
-        self.sfn = boto3.client("stepfunctions", **options)
+            options["endpoint_url"] = endpoint_url
+            if profile is None:
+                options.update(aws_access_key_id="test", aws_secret_access_key="test")
+        self.ddb = session.client("dynamodb", **options)
+        self.sfn = session.client("stepfunctions", **options)
+
+    def steps(self) -> list[str]:
+        """The workflow's steps, in order, read from its definition (the Resume state's
+        choices: components/resumable_asl.py)."""
+        described = self.sfn.describe_state_machine(stateMachineArn=self.state_machine_arn)
+        resume = json.loads(described["definition"])["States"]["Resume"]
+        return [choice["Next"] for choice in resume["Choices"]]
 
     def show(self, key: str) -> dict[str, Any] | None:
         """Each step's entry ({} = not done), or None when the key has no checkpoint."""

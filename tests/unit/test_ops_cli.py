@@ -1,0 +1,84 @@
+"""`python -m exactly_once.ops` against moto: per-command help with examples, step names
+checked, AWS errors as one line with an exit code, the standard region chain."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from exactly_once.components import resumable_asl
+from exactly_once.handlers import runtime
+from exactly_once.ops.__main__ import COMMANDS, main
+from exactly_once.ops.checkpoints import Checkpoints
+from tests.unit.conftest import make_state_machine
+
+FN = "arn:aws:lambda:us-east-1:123456789012:function:f"
+
+
+@pytest.fixture
+def workflow(moto: None) -> Iterator[list[str]]:
+    runtime.client("dynamodb").create_table(
+        TableName="checkpoints",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    steps = [resumable_asl.Step(name, FN) for name in ("register", "charge")]
+    definition = resumable_asl.definition(steps, "checkpoints", FN, "$.orderId")
+    machine = make_state_machine(definition, name="orders")
+    yield ["--table", "checkpoints", "--state-machine", machine]
+
+
+def test_every_command_has_its_own_help_with_an_example(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for command in COMMANDS:
+        with pytest.raises(SystemExit) as done:
+            main([command, "--help"])
+        assert done.value.code == 0
+        shown = capsys.readouterr().out
+        assert f"example: python -m exactly_once.ops {command} " in shown
+        assert "--region" in shown and "--profile" in shown
+
+
+def test_mark_then_show(workflow: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        main(["mark", "--key", "k", "--step", "charge", "--output", '{"paid": 1}', *workflow]) == 0
+    )
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["steps"]["charge"] == {"done": True, "output": {"paid": 1}, "by": "operator"}
+
+
+def test_an_unknown_step_is_refused_naming_the_workflows_steps(
+    workflow: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["mark", "--key", "k", "--step", "chrage", *workflow]) == 2
+    error = capsys.readouterr().err
+    assert "unknown step 'chrage'; the workflow's steps: register, charge" in error
+    assert Checkpoints("checkpoints", workflow[-1]).show("k") is None  # nothing written
+
+
+def test_an_aws_error_is_one_line_with_the_reason_and_exit_1(
+    workflow: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a table that does not exist
+    other = ["--table", "missing", *workflow[2:]]
+    assert main(["show", "--key", "k", *other]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "Traceback" not in error
+    assert "AWS refused it: ResourceNotFoundException" in error
+
+
+def test_bad_json_is_a_usage_error(workflow: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["rerun", "--key", "k", "--input", "{nope", *workflow])
+    assert done.value.code == 2
+    assert "not JSON" in capsys.readouterr().err
+
+
+def test_the_region_comes_from_the_state_machine_arn_unless_given(moto: None) -> None:
+    arn = "arn:aws:states:eu-west-1:123456789012:stateMachine:orders"
+    assert Checkpoints("t", arn).ddb.meta.region_name == "eu-west-1"
+    assert Checkpoints("t", arn, region="us-west-2").sfn.meta.region_name == "us-west-2"
