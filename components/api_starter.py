@@ -29,6 +29,7 @@ from exactly_once.components.functions import (
     service_role,
 )
 from exactly_once.components.rest_api import api_key, fingerprint
+from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
     StateMachineType,
     require_standard,
@@ -83,6 +84,9 @@ class ApiGatewayStarterArgs:
     throttle_burst_limit: Defaulted[int] = 200
     """Burst of requests the stage admits."""
 
+    roles: RoleOptions | None = None
+    """Permissions boundary and path for every IAM role this component creates."""
+
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
 
@@ -120,7 +124,9 @@ class ApiGatewayStarter(pulumi.ComponentResource):
     ) -> None:
         args = as_args(ApiGatewayStarterArgs, args)  # a dict from the package host
         args.validate()
-        super().__init__("exactly-once:index:ApiGatewayStarter", name, {}, opts)
+        super().__init__(
+            "exactly-once:index:ApiGatewayStarter", name, {}, with_role_options(opts, args.roles)
+        )
         self.state_machine_arn = target_state_machine(
             name, args.state_machine_arn, args.definition, self
         )

@@ -19,6 +19,7 @@ from exactly_once.components.functions import (
     handler_function,
     invoke_from_rule,
 )
+from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.tables import key_table
 from exactly_once.handlers.etl import LOCKING, EtlSettings, Strategy, TransformSettings
 from exactly_once.handlers.runtime import LogLevel
@@ -115,6 +116,9 @@ class IdempotentEtlArgs:
     """An existing output bucket (give it an AbortIncompleteMultipartUpload lifecycle
     rule, as a created one has). None: create one."""
 
+    roles: RoleOptions | None = None
+    """Permissions boundary and path for every IAM role this component creates."""
+
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
 
@@ -178,7 +182,9 @@ class IdempotentEtl(pulumi.ComponentResource):
     ) -> None:
         args = as_args(IdempotentEtlArgs, args)  # a dict from the package host
         args.validate()
-        super().__init__("exactly-once:index:IdempotentEtl", name, {}, opts)
+        super().__init__(
+            "exactly-once:index:IdempotentEtl", name, {}, with_role_options(opts, args.roles)
+        )
         child = pulumi.ResourceOptions(parent=self)
         # A created input is versioned: every upload of a key is a version to transform once
         # (an unversioned bucket of yours works too: each write is told apart by its ETag).

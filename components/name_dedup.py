@@ -15,6 +15,7 @@ from exactly_once.components.functions import (
     handler_function,
     invoke_from_rule,
 )
+from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
     StateMachineType,
     executions_of,
@@ -57,6 +58,9 @@ class NameDedupStarterArgs:
     timeout: Defaulted[int] = 30
     """The starter function's timeout, seconds."""
 
+    roles: RoleOptions | None = None
+    """Permissions boundary and path for every IAM role this component creates."""
+
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
 
@@ -94,7 +98,9 @@ class NameDedupStarter(pulumi.ComponentResource):
     ) -> None:
         args = as_args(NameDedupStarterArgs, args)  # a dict from the package host
         args.validate()
-        super().__init__("exactly-once:index:NameDedupStarter", name, {}, opts)
+        super().__init__(
+            "exactly-once:index:NameDedupStarter", name, {}, with_role_options(opts, args.roles)
+        )
         child = pulumi.ResourceOptions(parent=self)
 
         self.state_machine_arn = target_state_machine(

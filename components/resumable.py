@@ -10,7 +10,11 @@ import pulumi_aws as aws
 
 from exactly_once.components import resumable_asl
 from exactly_once.components.config import Defaulted, as_args
-from exactly_once.components.functions import allow, handler_function
+from exactly_once.components.functions import (
+    allow,
+    handler_function,
+)
+from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
 from exactly_once.handlers.resumable import ResumableSettings
@@ -67,6 +71,9 @@ class ResumableWorkflowArgs:
     """A run's time limit (the state machine's TimeoutSeconds): a concurrent run of the key
     is refused while one runs, so this bounds how long a stuck run holds its key."""
 
+    roles: RoleOptions | None = None
+    """Permissions boundary and path for every IAM role this component creates."""
+
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
 
@@ -94,7 +101,9 @@ class ResumableWorkflow(pulumi.ComponentResource):
     ) -> None:
         args = as_args(ResumableWorkflowArgs, args)  # a dict from the package host
         args.validate()
-        super().__init__("exactly-once:index:ResumableWorkflow", name, {}, opts)
+        super().__init__(
+            "exactly-once:index:ResumableWorkflow", name, {}, with_role_options(opts, args.roles)
+        )
         # One item per business key; every write sets `expires_at` (epoch seconds), so
         # DynamoDB drops checkpoints nobody resumes and completed keys past their retention.
         self.table = key_table(

@@ -30,6 +30,7 @@ from exactly_once.components.functions import (
     invoke_from_rule,
 )
 from exactly_once.components.rest_api import api_key, fingerprint
+from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings, Status
 from exactly_once.handlers.settings import encode
@@ -207,6 +208,9 @@ class SchedulerArgs:
     stage_name: Defaulted[str] = "v1"
     """The API's stage."""
 
+    roles: RoleOptions | None = None
+    """Permissions boundary and path for every IAM role this component creates."""
+
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
 
@@ -245,7 +249,9 @@ class Scheduler(pulumi.ComponentResource):
     ) -> None:
         args = as_args(SchedulerArgs, args)  # a dict from the package host
         args.validate()
-        super().__init__("exactly-once:index:Scheduler", name, {}, opts)
+        super().__init__(
+            "exactly-once:index:Scheduler", name, {}, with_role_options(opts, args.roles)
+        )
         self.table = self._table(name)
         targets = self._channels(name, args)
         self.clock_function = self._clock(name)
