@@ -116,6 +116,9 @@ class IdempotentEtlArgs:
     """An existing output bucket (give it an AbortIncompleteMultipartUpload lifecycle
     rule, as a created one has). None: create one."""
 
+    kms_key_arns: list[pulumi.Input[str]] | None = None
+    """The KMS keys of SSE-KMS buckets you bring (input, output): the function may
+    decrypt with them (reads) and generate data keys (writes, multipart uploads)."""
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
 
@@ -234,6 +237,9 @@ class IdempotentEtl(pulumi.ComponentResource):
         ]
         if faulty:  # it tells a first run from a retry by the uploads it left
             statements.append(allow(["s3:ListBucketMultipartUploads"], [output_arn]))
+        if args.kms_key_arns:
+            # SSE-KMS: a GET decrypts; a PUT (and each multipart part) needs a data key.
+            statements.append(allow(["kms:Decrypt", "kms:GenerateDataKey"], args.kms_key_arns))
         # Every strategy records a malformed input's FAILED record; only the lock-based
         # ones read, update and delete records.
         recorded = ["dynamodb:PutItem"]

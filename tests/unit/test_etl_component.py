@@ -76,6 +76,21 @@ def test_only_this_accounts_bucket_may_invoke_and_created_buckets_keep_their_dat
     ]
 
 
+def test_kms_keys_of_your_buckets_are_granted_only_when_given() -> None:
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+    def kms(args: Args) -> list[dict[str, Any]]:
+        policy = json.loads(
+            run(lambda: IdempotentEtl("etl", args)).named("etl-transform-policy").inputs["policy"]
+        )
+        return [s for s in policy["Statement"] if any(a.startswith("kms:") for a in s["Action"])]
+
+    assert kms(IdempotentEtlArgs()) == []
+    assert kms(IdempotentEtlArgs(kms_key_arns=[key])) == [
+        {"Effect": "Allow", "Action": ["kms:Decrypt", "kms:GenerateDataKey"], "Resource": [key]}
+    ]
+
+
 @pytest.mark.parametrize(
     ("prefix", "suffix", "condition", "readable"),
     [
