@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import pulumi
+import pulumi_aws as aws
 
 from demo import workflow as demo_workflow
 from demo.steps import DemoSteps
@@ -171,16 +172,22 @@ if resumable is not None:
         },
     )
 
-# The scheduler; `demoChannels` get a recording demo target each (demo/functions/demo_target.py).
+# The scheduler; `demoChannels` get a recording demo target each (demo/functions/demo_target.py),
+# `demoQueues` an SQS queue each (a channel of another kind).
 scheduler_config = config.get_object("scheduler")
 if scheduler_config is not None:
     channels = dict(scheduler_config.pop("channels", {}))
     fires = {}
+    queues = {}
     concurrency = scheduler_config.pop("demoConcurrency", None)
     for channel in scheduler_config.pop("demoChannels", []):
         target = DemoTarget(f"scheduler-{channel}", concurrency, opts)
         channels[channel] = target.function.arn
         fires[channel] = target.fires_table.name
+    for channel in scheduler_config.pop("demoQueues", []):
+        queue = aws.sqs.Queue(f"scheduler-{channel}-queue", sqs_managed_sse_enabled=True, opts=opts)
+        channels[channel] = queue.arn
+        queues[channel] = queue.url
     scheduler = Scheduler(
         "scheduler", args_from_config(SchedulerArgs, scheduler_config, channels=channels), opts
     )
@@ -195,5 +202,6 @@ if scheduler_config is not None:
             "starterFunction": scheduler.starter_function.name,
             "dlqUrl": scheduler.dlq.url,
             "firesTables": fires,
+            "queues": queues,
         },
     )

@@ -4,6 +4,7 @@
 # annotations as types (docs/pulumi-package.md).
 import dataclasses
 import json
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -17,8 +18,10 @@ from exactly_once.components.functions import (
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
+from exactly_once.components.targets import ACTIONS
 from exactly_once.handlers.resumable import ResumableSettings
 from exactly_once.handlers.settings import encode
+from exactly_once.handlers.targets import TargetKind, kind_of
 
 
 @dataclasses.dataclass
@@ -50,7 +53,9 @@ class WorkflowStep:
     name: str
     """The step's name (its checkpoint's name: keep it stable across deployments)."""
     function: pulumi.Input[str]
-    """The step's Lambda function ARN."""
+    """The ARN of the step's target, given the whole state: a Lambda function (its result is
+    the step's output), or an SQS queue, SNS topic, Step Functions state machine (started,
+    not awaited) or EventBridge bus (delivered; its answer is the output)."""
     retry: Defaulted[list[StepRetry]] = dataclasses.field(default_factory=list)
     """Extra retries for the function's own errors."""
 
@@ -80,6 +85,9 @@ class ResumableWorkflowArgs:
     def validate(self) -> None:
         placeholder = [resumable_asl.Step(step.name, "arn") for step in self.steps]
         resumable_asl.validate(placeholder, self.key_path)
+        for step in self.steps:
+            if isinstance(step.function, str):  # an Output is checked when it resolves
+                kind_of(step.function, f"step {step.name!r}'s target")
         for field in ("completed_retention_days", "checkpoint_ttl_days", "timeout_seconds"):
             if getattr(self, field) < 1:
                 raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
@@ -129,19 +137,24 @@ class ResumableWorkflow(pulumi.ComponentResource):
         )
         self.checkpoint_function = checkpoint.function
         arns = [pulumi.Output.from_input(step.function) for step in args.steps]
-        statements = [
-            # The Saves and Resyncs; the checkpoint function does the rest.
-            allow(["dynamodb:UpdateItem"], [self.table.arn]),
-            # The steps' functions and their qualified versions/aliases, and ours.
-            allow(
-                ["lambda:InvokeFunction"],
-                [
-                    *arns,
-                    *[a.apply(lambda v: f"{v}:*") for a in arns],
-                    self.checkpoint_function.arn,
-                ],
-            ),
-        ]
+
+        def statements(values: list[str]) -> list[dict[str, object]]:
+            table_arn, checkpoint_arn, *targets = values
+            by_action: dict[str, list[str]] = {ACTIONS[TargetKind.LAMBDA]: [checkpoint_arn]}
+            for arn in targets:
+                kind = kind_of(arn, "a step's target")
+                # a function with its qualified versions/aliases
+                found = [arn, f"{arn}:*"] if kind == TargetKind.LAMBDA else [arn]
+                by_action.setdefault(ACTIONS[kind], []).extend(found)
+            return [
+                # The Saves and Resyncs; the checkpoint function does the rest.
+                allow(["dynamodb:UpdateItem"], [table_arn]),
+                *[allow([action], found) for action, found in sorted(by_action.items())],
+            ]
+
+        granted: Any = pulumi.Output.all(self.table.arn, self.checkpoint_function.arn, *arns).apply(
+            statements
+        )
         definition = pulumi.Output.all(self.table.name, self.checkpoint_function.arn, *arns).apply(
             lambda values: json.dumps(
                 resumable_asl.definition(
@@ -156,7 +169,7 @@ class ResumableWorkflow(pulumi.ComponentResource):
                 )
             )
         )
-        self.state_machine = state_machine(f"{name}-workflow", definition, self, statements)
+        self.state_machine = state_machine(f"{name}-workflow", definition, self, granted)
         # Load asks whether a lease's holder still runs (a crashed run's lease is taken over).
         # A policy of its own: the machine's definition already names the function.
         aws.iam.RolePolicy(

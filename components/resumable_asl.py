@@ -34,15 +34,19 @@ import re
 from typing import Any
 
 from exactly_once.components.asl import CONDITION_FAILED, LAMBDA_RETRY, dynamodb_update
+from exactly_once.components.targets import deliver, retries
 from exactly_once.handlers.checkpoints import EMPTY, attribute
+from exactly_once.handlers.targets import address, kind_of
 
 _STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """`function_arn` is invoked with the whole state; its Payload is the step's output.
-    `retry`: extra Step Functions Retry rules (e.g. for your function's own errors)."""
+    """`function_arn` (any kind in components/targets.py) is given the whole state: a
+    Lambda function's result is the step's output; a queue, topic, state machine (started,
+    not awaited) or event bus is delivered to, its answer the output. `retry`: extra Step
+    Functions Retry rules (e.g. for your function's own errors)."""
 
     name: str
     function_arn: str
@@ -127,13 +131,15 @@ def definition(
     for index, step in enumerate(steps):
         following = names[index + 1] if index + 1 < len(names) else None
         save = f"Save{step.name}"
+        kind = kind_of(step.function_arn, f"step {step.name!r}'s target")
+        task = deliver(kind, address(step.function_arn), "$")
         states[step.name] = {
-            "Type": "Task",
-            "Resource": "arn:aws:states:::lambda:invoke",
-            "Parameters": {"FunctionName": step.function_arn, "Payload.$": "$"},
-            "ResultSelector": {"done": True, "output.$": "$.Payload"},
+            **task,
+            # A Lambda's result is the step's output; other kinds' is what they answer
+            # (a message id, an execution ARN, an event id).
+            "ResultSelector": {"done": True, "output.$": task["ResultSelector"]["response.$"]},
             "ResultPath": f"$.results.{step.name}",
-            "Retry": [LAMBDA_RETRY, *step.retry],
+            "Retry": [*retries(kind), *step.retry],
             "Next": save,
         }
         entry = {":entry": {"S.$": f"States.JsonToString($.results.{step.name})"}}

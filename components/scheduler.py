@@ -32,21 +32,81 @@ from exactly_once.components.functions import (
 from exactly_once.components.rest_api import api_key, fingerprint
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
+from exactly_once.components.targets import ACTIONS, deliver
 from exactly_once.handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings, Status
 from exactly_once.handlers.settings import encode
+from exactly_once.handlers.targets import TargetKind, kind_of
 
 # The clock function sleeps the lead plus the second a Wait may end early; the rest is room
 # for its cold start and a slow host.
 CLOCK_TIMEOUT_SECONDS = LEAD_SECONDS + 8
 
 
-def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
+# A throttled Lambda invoke never ran: keep trying (a burst of due messages against a
+# target with little concurrency), a few seconds apart.
+THROTTLED_INVOKE = {
+    "ErrorEquals": ["Lambda.TooManyRequestsException"],
+    "IntervalSeconds": 1,
+    "MaxAttempts": 30,
+    "BackoffRate": 1.5,
+    "MaxDelaySeconds": 5,
+    "JitterStrategy": "FULL",
+}
+# The target failed: retry; targets get the message id to stay idempotent should an
+# attempt time out after its side effect.
+TARGET_FAILED = {
+    "ErrorEquals": ["States.ALL"],
+    "IntervalSeconds": 1,
+    "MaxAttempts": 3,
+    "BackoffRate": 2,
+}
+
+
+def fire_states(kinds: frozenset[TargetKind]) -> dict[str, Any]:
+    """`Fire`: the delivery of `$.delivery` to `$.target`, one Task per kind of target
+    (behind a Choice on `$.targetKind` when the channels have more than one kind), each
+    ending in MarkDone, or MarkFailed with the error."""
+
+    def task(kind: TargetKind) -> dict[str, Any]:
+        return {
+            **deliver(kind, "$.target", "$.delivery", dedup="$.id"),
+            "ResultPath": "$.fired",
+            "Retry": [THROTTLED_INVOKE, TARGET_FAILED]
+            if kind == TargetKind.LAMBDA
+            else [TARGET_FAILED],
+            "Catch": [
+                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkFailed"}
+            ],
+            "Next": "MarkDone",
+        }
+
+    if len(kinds) == 1:
+        [kind] = kinds
+        return {"Fire": task(kind)}
+    ordered = sorted(kinds)
+    return {
+        "Fire": {
+            "Type": "Choice",
+            "Choices": [
+                {"Variable": "$.targetKind", "StringEquals": kind, "Next": f"Fire_{kind}"}
+                for kind in ordered
+            ],
+            "Default": f"Fire_{ordered[0]}" if TargetKind.LAMBDA not in kinds else "Fire_lambda",
+        },
+        **{f"Fire_{kind}": task(kind) for kind in ordered},
+    }
+
+
+def waiting_definition(
+    table_name: str, clock_arn: str, kinds: frozenset[TargetKind] = frozenset({TargetKind.LAMBDA})
+) -> dict[str, Any]:
     """Wait -> Claim -> OnTheDot -> Fire -> MarkDone. The Wait counts whole seconds, so it
     ends at `wakeAt`, a whole second `LEAD_SECONDS` or more before publishTime; the Claim
     and the clock function's cold start fall in that lead, and the clock function
     (`handlers.scheduler_clock`, ARN `clock_arn`) returns at publishTime by its own clock.
     Should it fail, a second Wait until `lateAt` (a whole second after publishTime) stands
-    in: later, never early, never lost."""
+    in: later, never early, never lost. `kinds`: the kinds of the channels' targets; with
+    more than one, Fire chooses by the message's `targetKind` (components/targets.py)."""
     key = {"pk": {"S.$": "States.Format('MESSAGE#{}', $.id)"}}
 
     def set_status(
@@ -116,45 +176,7 @@ def waiting_definition(table_name: str, clock_arn: str) -> dict[str, Any]:
                 "Next": "Fire",
             },
             "Late": {"Type": "Wait", "TimestampPath": "$.lateAt", "Next": "Fire"},
-            "Fire": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::lambda:invoke",
-                "Parameters": {
-                    "FunctionName.$": "$.targetArn",
-                    "Payload": {
-                        "id.$": "$.id",
-                        "channel.$": "$.channel",
-                        "parameters.$": "$.parameters",
-                        "publishTime.$": "$.publishTime",
-                    },
-                },
-                "ResultSelector": {"response.$": "$.Payload"},
-                "ResultPath": "$.fired",
-                "Retry": [
-                    # A throttled invoke never ran: keep trying (a burst of due messages
-                    # against a target with little concurrency), a few seconds apart.
-                    {
-                        "ErrorEquals": ["Lambda.TooManyRequestsException"],
-                        "IntervalSeconds": 1,
-                        "MaxAttempts": 30,
-                        "BackoffRate": 1.5,
-                        "MaxDelaySeconds": 5,
-                        "JitterStrategy": "FULL",
-                    },
-                    # The target failed: retry; targets get the message id to stay
-                    # idempotent should an attempt time out after its side effect.
-                    {
-                        "ErrorEquals": ["States.ALL"],
-                        "IntervalSeconds": 1,
-                        "MaxAttempts": 3,
-                        "BackoffRate": 2,
-                    },
-                ],
-                "Catch": [
-                    {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkFailed"}
-                ],
-                "Next": "MarkDone",
-            },
+            **fire_states(kinds),
             "MarkDone": {
                 **set_status(Status.DONE, Status.FIRING, *fired_at),
                 "Catch": then_record("RecordDone"),
@@ -200,7 +222,9 @@ class SchedulerArgs:
     """The window must cover the sweep period, or a message could be swept too late."""
 
     channels: dict[str, pulumi.Input[str]]
-    """Channel name -> the ARN of the Lambda function a message of that channel invokes."""
+    """Channel name -> the ARN of what a message of that channel is delivered to: a Lambda
+    function, an SQS queue (FIFO: deduplicated by message id), an SNS topic, a Step
+    Functions state machine (the execution named by the message id) or an EventBridge bus."""
     sweep_period_minutes: Defaulted[int] = 60
     """How often the sweep runs."""
     window_minutes: Defaulted[int] = 65
@@ -217,6 +241,9 @@ class SchedulerArgs:
     def validate(self) -> None:
         if not self.channels:
             raise ValueError("a scheduler needs at least one channel")
+        for channel, target in self.channels.items():
+            if isinstance(target, str):  # an Output is checked when it resolves
+                kind_of(target, f"channel {channel!r}'s target")
         if self.window_minutes < self.sweep_period_minutes:
             raise ValueError(
                 f"window_minutes ({self.window_minutes}) must be at least sweep_period_minutes "
@@ -332,17 +359,35 @@ class Scheduler(pulumi.ComponentResource):
         ).function
 
     def _waiter(self, name: str, targets: dict[str, pulumi.Output[str]]) -> aws.sfn.StateMachine:
+        """The waiting machine; its role may update the table, invoke the clock and
+        deliver to the channels' targets, each kind with its own action."""
         table, clock = self.table, self.clock_function
+        arns = list(targets.values())
+
+        def kinds(resolved: list[str]) -> list[TargetKind]:
+            return [kind_of(arn, "a channel's target") for arn in resolved]
+
+        def definition(values: list[str]) -> str:
+            table_name, clock_arn, *resolved = values
+            return json.dumps(waiting_definition(table_name, clock_arn, frozenset(kinds(resolved))))
+
+        def statements(values: list[str]) -> list[dict[str, Any]]:
+            table_arn, clock_arn, *resolved = values
+            by_action: dict[str, list[str]] = {}
+            for kind, arn in zip(kinds(resolved), resolved, strict=True):
+                by_action.setdefault(ACTIONS[kind], []).append(arn)
+            by_action.setdefault(ACTIONS[TargetKind.LAMBDA], []).append(clock_arn)
+            return [
+                allow(["dynamodb:UpdateItem"], [table_arn]),
+                *[allow([action], found) for action, found in sorted(by_action.items())],
+            ]
+
+        granted: Any = pulumi.Output.all(table.arn, clock.arn, *arns).apply(statements)
         return state_machine(
             f"{name}-waiter",
-            pulumi.Output.all(table.name, clock.arn).apply(
-                lambda names: json.dumps(waiting_definition(names[0], names[1]))
-            ),
+            pulumi.Output.all(table.name, clock.arn, *arns).apply(definition),
             self,
-            [
-                allow(["dynamodb:UpdateItem"], [table.arn]),
-                allow(["lambda:InvokeFunction"], [*targets.values(), clock.arn]),
-            ],
+            granted,
         )
 
     def _api(

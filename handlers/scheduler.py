@@ -31,6 +31,7 @@ from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFou
 from exactly_once.handlers.executions import Outcome, start_once
 from exactly_once.handlers.runtime import client, log, request_id
 from exactly_once.handlers.settings import Settings
+from exactly_once.handlers.targets import address, kind_of
 
 STATUS_INDEX = "by-status"
 PAST_TOLERANCE_SECONDS = 5
@@ -359,12 +360,21 @@ def execution_input(image: dict[str, Any]) -> dict[str, Any]:
     def second(epoch: int) -> str:
         return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    return {
+    target = image["target_arn"]["S"]
+    delivery = {
         "id": image["id"]["S"],
         "channel": image["channel"]["S"],
-        "targetArn": image["target_arn"]["S"],
         "parameters": json.loads(image["parameters"]["S"]),
         "publishTime": publish_at,
+    }
+    return {
+        **delivery,
+        "targetArn": target,
+        # How the waiting machine delivers it (components/targets.py): the kind, the
+        # address its API takes (a queue's URL), and what it sends.
+        "targetKind": kind_of(target),
+        "target": address(target),
+        "delivery": delivery,
         "wakeAt": second(math.floor(publish_at) - LEAD_SECONDS),
         "lateAt": second(math.ceil(publish_at) + 1),
     }

@@ -202,6 +202,38 @@ def test_a_target_failing_every_retry_ends_failed_with_its_error_visible(
     assert "MarkFailed" in states_entered(arn)
 
 
+def test_a_message_on_an_sqs_channel_is_delivered_to_the_queue_once(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN a channel whose target is an SQS queue
+    queue = scheduler["queues"]["queued"]
+    publish = time.time() + 3
+    status, created = post(
+        scheduler, {"publishTime": publish, "channel": "queued", "parameters": {"n": 7}}
+    )
+    assert status == 201
+    # THEN the message arrives in the queue, with its id, never before its time
+    received: list[dict[str, Any]] = []
+
+    def arrived() -> bool:
+        for raw in (
+            client("sqs").receive_message(QueueUrl=queue, WaitTimeSeconds=1).get("Messages", [])
+        ):
+            received.append(json.loads(raw["Body"]))
+            client("sqs").delete_message(QueueUrl=queue, ReceiptHandle=raw["ReceiptHandle"])
+        return any(m["id"] == created["id"] for m in received)
+
+    eventually(arrived, timeout=40, interval=0.2)
+    assert time.time() >= publish
+    [mine] = [m for m in received if m["id"] == created["id"]]
+    assert (mine["channel"], mine["parameters"]) == ("queued", {"n": 7})
+    # AND it is DONE, and no second copy follows
+    assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE")
+    time.sleep(2)
+    arrived()
+    assert [m["id"] for m in received].count(created["id"]) == 1
+
+
 # The full size. One 2-core machine runs every Lambda sandbox, Step Functions and
 # DynamoDB Local: localstack/host_executor's Step Functions caches make 200 fit (~2 min).
 BURST = int(os.environ.get("SCHEDULER_BURST", "200"))

@@ -30,13 +30,36 @@ def test_the_role_may_touch_only_its_table_and_its_functions() -> None:
     [table, invoke] = policy["Statement"]
     assert table["Action"] == ["dynamodb:UpdateItem"]  # the Saves; the function does the rest
     assert table["Resource"] == ["arn:aws:dynamodb:us-east-1:123456789012:table/wf-checkpoints"]
-    assert invoke["Resource"][:4] == [
+    assert invoke["Action"] == ["lambda:InvokeFunction"]
+    assert invoke["Resource"][0].endswith(":function:wf-checkpoint")
+    assert invoke["Resource"][1:] == [
         ARN + "reserve",
-        ARN + "charge",
         ARN + "reserve:*",
+        ARN + "charge",
         ARN + "charge:*",
     ]
-    assert invoke["Resource"][4].endswith(":function:wf-checkpoint")
+
+
+def test_steps_of_other_kinds_are_delivered_and_granted_with_their_own_action() -> None:
+    queue = "arn:aws:sqs:us-east-1:123456789012:orders"
+    steps = [WorkflowStep("reserve", ARN + "reserve"), WorkflowStep("notify", queue)]
+    world = run(lambda: ResumableWorkflow("wf", ResumableWorkflowArgs(steps, "$.orderId")))
+    policy = json.loads(world.named("wf-workflow-policy").inputs["policy"])
+    by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
+    assert by_action[("sqs:SendMessage",)] == [queue]
+    definition = json.loads(world.named("wf-workflow").inputs["definition"])
+    notify = definition["States"]["notify"]
+    assert notify["Resource"] == "arn:aws:states:::sqs:sendMessage"
+    assert (
+        notify["Parameters"]["QueueUrl"]
+        == "https://sqs.us-east-1.amazonaws.com/123456789012/orders"
+    )
+    assert notify["ResultSelector"] == {"done": True, "output.$": "$.MessageId"}
+
+
+def test_a_step_of_an_unsupported_kind_is_refused_where_it_is_written() -> None:
+    with pytest.raises(ValueError, match="step 'save'"):
+        ResumableWorkflowArgs([WorkflowStep("save", "arn:aws:s3:::bucket")])
 
 
 def test_the_checkpoint_function_reads_its_table_and_asks_after_its_own_executions() -> None:
@@ -71,4 +94,4 @@ def test_bad_steps_are_refused_before_anything_is_created() -> None:
     with pytest.raises(ValueError, match="unique"):
         ResumableWorkflowArgs([WorkflowStep("a", "x"), WorkflowStep("a", "y")]).validate()
     with pytest.raises(ValueError, match="completed_retention_days must be at least 1"):
-        ResumableWorkflowArgs([WorkflowStep("a", "x")], completed_retention_days=0)
+        ResumableWorkflowArgs([WorkflowStep("a", ARN + "a")], completed_retention_days=0)

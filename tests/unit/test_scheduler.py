@@ -274,7 +274,7 @@ def test_a_bug_in_the_api_is_a_500_never_a_404(
 IMAGE = {
     "id": {"S": "m"},
     "channel": {"S": "c"},
-    "target_arn": {"S": "arn"},
+    "target_arn": {"S": "arn:aws:lambda:us-east-1:123456789012:function:t"},
     "parameters": {"S": "{}"},
     "publish_at": {"N": "1800000000.250"},
 }

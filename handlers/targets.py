@@ -1,0 +1,51 @@
+"""The kinds of target a scheduler channel or a workflow step can name, told from the ARN
+(pure Python: the scheduler's handlers and the components both read it). How each kind is
+delivered to: components/targets.py."""
+
+from __future__ import annotations
+
+import enum
+
+
+class TargetKind(enum.StrEnum):
+    LAMBDA = "lambda"
+    SQS = "sqs"
+    SNS = "sns"
+    STATES = "states"
+    EVENTS = "events"
+
+
+SUPPORTED = (
+    "a Lambda function, an SQS queue, an SNS topic, a Step Functions state machine or an "
+    "EventBridge event bus"
+)
+
+
+def kind_of(arn: str, what: str = "target") -> TargetKind:
+    """The kind of target `arn` names; ValueError (naming what is supported) otherwise."""
+    parts = arn.split(":")
+    if len(parts) >= 6 and parts[0] == "arn":
+        service, resource = parts[2], ":".join(parts[5:])
+        if service == "lambda" and resource.startswith("function:"):
+            return TargetKind.LAMBDA
+        if service == "sqs" and resource and "/" not in resource:
+            return TargetKind.SQS
+        if service == "sns" and resource:
+            return TargetKind.SNS
+        if service == "states" and resource.startswith("stateMachine:"):
+            return TargetKind.STATES
+        if service == "events" and resource.startswith("event-bus/"):
+            return TargetKind.EVENTS
+    raise ValueError(f"{what} {arn!r} is not {SUPPORTED} ARN: that is what it can deliver to")
+
+
+def queue_url(arn: str) -> str:
+    """The URL SQS's API takes for a queue ARN (the documented https://sqs.REGION... form)."""
+    _, partition, _, region, account, name = arn.split(":", 5)
+    domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
+    return f"https://sqs.{region}.{domain}/{account}/{name}"
+
+
+def address(arn: str) -> str:
+    """What the delivering API takes: an SQS queue's URL, every other kind's ARN."""
+    return queue_url(arn) if kind_of(arn) == TargetKind.SQS else arn

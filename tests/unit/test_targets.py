@@ -1,0 +1,115 @@
+"""Targets of every kind users name for scheduler channels: told from the ARN, delivered
+by the matching Step Functions integration, granted the matching action; others refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from exactly_once.components.scheduler import Scheduler, SchedulerArgs, waiting_definition
+from exactly_once.components.targets import deliver
+from exactly_once.handlers import scheduler as handlers
+from exactly_once.handlers.targets import TargetKind, address, kind_of
+from tests.unit.pulumi_harness import run
+
+P = "arn:aws:{}:us-east-1:123456789012:{}"
+FN, QUEUE, TOPIC = P.format("lambda", "function:f"), P.format("sqs", "q"), P.format("sns", "t")
+MACHINE, BUS = P.format("states", "stateMachine:m"), P.format("events", "event-bus/b")
+
+
+@pytest.mark.parametrize(
+    ("arn", "kind"),
+    [
+        (FN, "lambda"),
+        (f"{FN}:live", "lambda"),
+        (QUEUE, "sqs"),
+        (TOPIC, "sns"),
+        (MACHINE, "states"),
+        (BUS, "events"),
+    ],
+)
+def test_the_kind_is_told_from_the_arn(arn: str, kind: str) -> None:
+    assert kind_of(arn) == kind
+
+
+@pytest.mark.parametrize(
+    "arn", ["arn:aws:s3:::bucket", P.format("dynamodb", "table/t"), "my-function", ""]
+)
+def test_anything_else_is_refused_naming_what_is_supported(arn: str) -> None:
+    with pytest.raises(ValueError, match="SQS queue, an SNS topic"):
+        kind_of(arn)
+
+
+def test_a_channel_of_an_unsupported_kind_is_refused_where_it_is_written() -> None:
+    with pytest.raises(ValueError, match="channel 'files'"):
+        SchedulerArgs({"files": "arn:aws:s3:::bucket"})
+
+
+def test_an_sqs_target_is_sent_to_by_its_queue_url() -> None:
+    assert address(QUEUE) == "https://sqs.us-east-1.amazonaws.com/123456789012/q"
+    assert address(FN) == FN
+
+
+def test_each_kind_is_delivered_by_its_integration() -> None:
+    resources = {
+        kind: deliver(kind, "$.target", "$.delivery", dedup="$.id")["Resource"]
+        for kind in TargetKind
+    }
+    assert resources == {
+        "lambda": "arn:aws:states:::lambda:invoke",
+        "sqs": "arn:aws:states:::sqs:sendMessage",
+        "sns": "arn:aws:states:::sns:publish",
+        "states": "arn:aws:states:::states:startExecution",
+        "events": "arn:aws:states:::events:putEvents",
+    }
+    # a state machine target's execution is named by the message id: started once
+    assert (
+        deliver(TargetKind.STATES, MACHINE, "$.d", dedup="$.id")["Parameters"]["Name.$"] == "$.id"
+    )
+    # a FIFO queue deduplicates by it; a standard queue takes no such field
+    fifo = deliver(TargetKind.SQS, "https://sqs.x/1/q.fifo", "$.d", dedup="$.id")["Parameters"]
+    assert fifo["MessageDeduplicationId.$"] == "$.id"
+    assert (
+        "MessageDeduplicationId.$"
+        not in deliver(TargetKind.SQS, "https://sqs.x/1/q", "$.d", "$.id")["Parameters"]
+    )
+
+
+def test_one_kind_fires_directly_and_several_choose_by_the_messages_kind() -> None:
+    single = waiting_definition("t", FN)["States"]
+    assert single["Fire"]["Resource"] == "arn:aws:states:::lambda:invoke"
+    both = waiting_definition("t", FN, frozenset({TargetKind.LAMBDA, TargetKind.SQS}))["States"]
+    assert both["Fire"]["Type"] == "Choice"
+    assert {c["Next"] for c in both["Fire"]["Choices"]} == {"Fire_lambda", "Fire_sqs"}
+    for name in ("Fire_lambda", "Fire_sqs"):
+        assert both[name]["Next"] == "MarkDone"
+        assert both[name]["Catch"][0]["Next"] == "MarkFailed"
+
+
+def test_the_waiting_role_may_deliver_to_each_channel_with_its_own_action() -> None:
+    mocks = run(lambda: Scheduler("s", SchedulerArgs({"fn": FN, "queue": QUEUE, "topic": TOPIC})))
+    policy = json.loads(mocks.named("s-waiter-policy").inputs["policy"])
+    by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
+    assert by_action[("sqs:SendMessage",)] == [QUEUE]
+    assert by_action[("sns:Publish",)] == [TOPIC]
+    assert FN in by_action[("lambda:InvokeFunction",)]  # and the clock function
+    assert len(by_action[("lambda:InvokeFunction",)]) == 2
+
+
+def test_a_messages_execution_input_says_how_to_deliver_it() -> None:
+    image = {
+        "id": {"S": "m-1"},
+        "channel": {"S": "queue"},
+        "target_arn": {"S": QUEUE},
+        "parameters": {"S": '{"n": 1}'},
+        "publish_at": {"N": "1800000000.500"},
+    }
+    document = handlers.execution_input(image)
+    assert (document["targetKind"], document["target"]) == ("sqs", address(QUEUE))
+    assert document["delivery"] == {
+        "id": "m-1",
+        "channel": "queue",
+        "parameters": {"n": 1},
+        "publishTime": 1800000000.5,
+    }
