@@ -31,7 +31,6 @@ LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in S
 # shared 2-core CI machine a test asserts never early, fired once, by the clock function
 # (not the fallback Wait), and only this bound, which catches breakage, not slowness.
 BREAKAGE_SECONDS = 30.0
-ON_THE_DOT = ["Wait", "Claim", "OnTheDot", "Fire", "MarkDone"]
 
 
 def post(scheduler: dict[str, Any], body: Any, **headers: str) -> tuple[int, Any]:
@@ -286,7 +285,9 @@ def test_idle_messages_at_whole_and_fractional_times_fire_on_the_dot(
         [execution] = executions(machine, message_id)
         arn = execution["executionArn"]
         entered = eventually(lambda a=arn: (e := states_entered(a))[-1:] == ["MarkDone"] and e)
-        assert entered == ON_THE_DOT, (message_id, entered)
+        # (Fire chooses by kind here: the local stack has Lambda and SQS channels)
+        assert entered[:4] == ["Wait", "Claim", "OnTheDot", "Fire"], (message_id, entered)
+        assert "Late" not in entered, (message_id, entered)
 
 
 def test_the_sweep_moves_due_reserved_messages_to_standby_and_they_start(
