@@ -106,7 +106,11 @@ class NameDedupStarter(pulumi.ComponentResource):
         self.state_machine_arn = target_state_machine(
             name, args.state_machine_arn, args.definition, self
         )
-        statements = [allow(["states:StartExecution"], [self.state_machine_arn])]
+        statements = [
+            allow(["states:StartExecution"], [self.state_machine_arn]),
+            # Once per cold start: the target must be STANDARD (handlers/starter.py).
+            allow(["states:DescribeStateMachine"], [self.state_machine_arn]),
+        ]
         if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
             # Only this policy asks how a taken name's execution ended.
             executions = executions_of(self.state_machine_arn)

@@ -40,6 +40,11 @@ def require_target(
         )
     if arn is not None and definition is not None:
         raise ValueError(f"{component}: give state_machine_arn or definition, not both")
+    if isinstance(arn, str) and not arn.split(":")[5:6] == ["stateMachine"]:
+        raise ValueError(
+            f"{component}: state_machine_arn {arn!r} is not a Step Functions state machine "
+            "ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)"
+        )
     if isinstance(definition, str | dict):
         task_statements(definition)  # a Task we cannot grant fails here, with the reason
 

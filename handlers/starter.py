@@ -34,6 +34,16 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     return start(event, context, StarterSettings.current())
 
 
+@functools.cache
+def workflow_type(state_machine_arn: str) -> str:
+    """The target's type, asked once per cold start (errors propagate: retried)."""
+    from exactly_once.handlers.runtime import client
+
+    return str(
+        client("stepfunctions").describe_state_machine(stateMachineArn=state_machine_arn)["type"]
+    )
+
+
 def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     event_id = event.get("id") if isinstance(event, dict) else None
     try:
@@ -41,6 +51,12 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     except BadEvent as exc:
         dead_letter(event, str(exc), event_id=event_id)
         return {"status": "REJECTED", "reason": str(exc)}
+    if workflow_type(config.state_machine_arn) != "STANDARD":
+        # EXPRESS keeps no execution names: the same name would start it again and again.
+        # Every event waits in the DLQ, with the reason, to be redriven once it is fixed.
+        reason = f"{config.state_machine_arn} is not a STANDARD state machine: no name dedup"
+        dead_letter(event, reason, event_id=event_id)
+        return {"status": "REJECTED", "reason": reason}
     shown = {"key_hash": key_hash(key)} if config.hide_key else {"key": key}
     try:
         outcome = start_once(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from exactly_once.handlers import runtime
+from exactly_once.handlers import runtime, starter
 from tests import events
 
 REGION = "us-east-1"
@@ -31,6 +31,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     runtime.client.cache_clear()
+    starter.workflow_type.cache_clear()
     yield
     runtime.client.cache_clear()
 

@@ -78,6 +78,7 @@ def test_a_throttled_start_is_raised_for_redelivery_never_dead_lettered_or_count
     sent: list[str] = []
     monkeypatch.setattr(starter, "dead_letter", lambda *a, **k: sent.append("dlq"))
     sfn = runtime.client("stepfunctions")
+    monkeypatch.setattr(starter, "workflow_type", lambda arn: "STANDARD")
     with Stubber(sfn) as stub:
         # The Stubber answers before botocore's retry loop, so this throttle surfaces at
         # once; the SDK's own retries are exercised through LocalStack (e2e test_faults).
@@ -85,6 +86,24 @@ def test_a_throttled_start_is_raised_for_redelivery_never_dead_lettered_or_count
         with pytest.raises(ClientError, match="ThrottlingException"):
             starter.start(s3_event(), None, settings("arn:aws:states:us-east-1:1:stateMachine:m"))
     assert sent == []
+
+
+def test_an_express_target_dead_letters_every_event_with_the_reason(
+    deployed: dict[str, str],
+) -> None:
+    # GIVEN a starter pointed at an EXPRESS state machine (it keeps no execution names)
+    iam = runtime.client("iam")
+    role = iam.create_role(RoleName="express-role", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    express = runtime.client("stepfunctions").create_state_machine(
+        name="express", definition=json.dumps(WAIT_DEFINITION), roleArn=role, type="EXPRESS"
+    )["stateMachineArn"]
+    # WHEN an event comes
+    result = starter.start(s3_event(), None, settings(express))
+    # THEN nothing starts, and the event waits in the DLQ with the reason
+    assert result["status"] == "REJECTED"
+    [message] = dlq_messages(deployed["queue"])
+    assert "not a STANDARD state machine" in message["reason"]
+    assert executions(express) == []
 
 
 def test_settings_come_from_the_environment_the_component_sets() -> None:

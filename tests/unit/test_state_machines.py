@@ -114,3 +114,21 @@ def test_a_starter_refuses_a_definition_it_cannot_grant_where_it_is_written() ->
     definition = json.dumps(machine(task("arn:aws:states:::aws-sdk:s3:getObject", Bucket="b")))
     with pytest.raises(ValueError, match="cannot be derived"):
         NameDedupStarterArgs(bucket_name="uploads", definition=definition)
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        "arn:aws:sqs:us-east-1:123456789012:queue",
+        "arn:aws:lambda:us-east-1:123456789012:function:f",
+        "arn:aws:states:us-east-1:123456789012:execution:m:run",
+    ],
+)
+def test_a_starter_target_must_be_a_state_machine(arn: str) -> None:
+    from exactly_once.components.api_starter import ApiGatewayStarterArgs
+    from exactly_once.components.name_dedup import NameDedupStarterArgs
+
+    with pytest.raises(ValueError, match="not a Step Functions state machine ARN"):
+        NameDedupStarterArgs(bucket_name="uploads", state_machine_arn=arn)
+    with pytest.raises(ValueError, match="not a Step Functions state machine ARN"):
+        ApiGatewayStarterArgs(state_machine_arn=arn)
