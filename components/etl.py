@@ -19,7 +19,7 @@ from exactly_once.components.functions import (
     handler_function,
     invoke_from_rule,
 )
-from exactly_once.components.roles import RoleOptions, with_role_options
+from exactly_once.components.roles import IamStatement, RoleOptions, with_role_options
 from exactly_once.components.tables import key_table
 from exactly_once.handlers.etl import LOCKING, EtlSettings, Strategy, TransformSettings
 from exactly_once.handlers.runtime import LogLevel
@@ -116,6 +116,9 @@ class IdempotentEtlArgs:
     """An existing output bucket (give it an AbortIncompleteMultipartUpload lifecycle
     rule, as a created one has). None: create one."""
 
+    transform_statements: list[IamStatement] | None = None
+    """What your transform itself calls on AWS (a lookup table, a secret): added to the
+    function's role, nothing more."""
     kms_key_arns: list[pulumi.Input[str]] | None = None
     """The KMS keys of SSE-KMS buckets you bring (input, output): the function may
     decrypt with them (reads) and generate data keys (writes, multipart uploads)."""
@@ -237,6 +240,7 @@ class IdempotentEtl(pulumi.ComponentResource):
         ]
         if faulty:  # it tells a first run from a retry by the uploads it left
             statements.append(allow(["s3:ListBucketMultipartUploads"], [output_arn]))
+        statements += [extra.statement() for extra in args.transform_statements or []]
         if args.kms_key_arns:
             # SSE-KMS: a GET decrypts; a PUT (and each multipart part) needs a data key.
             statements.append(allow(["kms:Decrypt", "kms:GenerateDataKey"], args.kms_key_arns))

@@ -18,6 +18,23 @@ class RoleOptions:
     """The path of every created role (e.g. /service/exactly-once/); default /."""
 
 
+@dataclasses.dataclass
+class IamStatement:
+    """An Allow statement of your own, for code of yours that a component runs."""
+
+    actions: list[str]
+    """IAM actions, e.g. ["dynamodb:GetItem"]."""
+    resources: list[pulumi.Input[str]]
+    """The ARNs they apply to."""
+
+    def statement(self) -> dict[str, object]:
+        if not self.actions or not self.resources:
+            raise ValueError("an IamStatement needs actions and resources")
+        if "*" in self.actions:
+            raise ValueError("an IamStatement may not allow every action ('*')")
+        return {"Effect": "Allow", "Action": list(self.actions), "Resource": list(self.resources)}
+
+
 def with_role_options(
     opts: pulumi.ResourceOptions | None, roles: RoleOptions | None
 ) -> pulumi.ResourceOptions | None:

@@ -76,6 +76,21 @@ def test_only_this_accounts_bucket_may_invoke_and_created_buckets_keep_their_dat
     ]
 
 
+def test_what_your_transform_calls_is_added_to_its_role() -> None:
+    from exactly_once.components.roles import IamStatement
+
+    table = "arn:aws:dynamodb:us-east-1:123456789012:table/rates"
+    args = IdempotentEtlArgs(transform_statements=[IamStatement(["dynamodb:GetItem"], [table])])
+    policy = json.loads(
+        run(lambda: IdempotentEtl("etl", args)).named("etl-transform-policy").inputs["policy"]
+    )
+    assert {"Effect": "Allow", "Action": ["dynamodb:GetItem"], "Resource": [table]} in policy[
+        "Statement"
+    ]
+    with pytest.raises(ValueError, match="every action"):
+        IamStatement(["*"], [table]).statement()
+
+
 def test_kms_keys_of_your_buckets_are_granted_only_when_given() -> None:
     key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
