@@ -10,6 +10,7 @@ never shows up as a diff in `pulumi preview`.
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 import sys
 import zipfile
@@ -17,13 +18,23 @@ from pathlib import Path
 
 import pulumi
 
-ROOT = Path(__file__).resolve().parent.parent
-HANDLERS = ROOT / "handlers"
-# The handlers keep their namespace in the zip (handler "exactly_once.handlers.etl.handler"),
-# so a user's own modules beside them, even one called `handlers`, never clash.
-PACKAGE = ROOT / "exactly_once" / "__init__.py"
-BUILD = ROOT / "build" / "lambda"
+import exactly_once
+import exactly_once.handlers
+
+# Found through the package itself, so the build is the same from the repository and from
+# an installed wheel. The handlers keep their namespace in the zip (handler
+# "exactly_once.handlers.etl.handler"), so a user's own modules beside them, even one
+# called `handlers`, never clash.
+PACKAGE = Path(exactly_once.__file__)
+HANDLERS = Path(exactly_once.handlers.__file__).parent
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
+
+
+def build_dir() -> Path:
+    """Where assets are built: EXACTLY_ONCE_BUILD_DIR, else build/lambda under the working
+    directory (the Pulumi project's): never inside the installed package, which may be
+    read-only (Docker, Nix) and must not grow."""
+    return Path(os.environ.get("EXACTLY_ONCE_BUILD_DIR") or Path.cwd() / "build" / "lambda")
 
 
 def _vendor(requirements: tuple[str, ...]) -> Path | None:
@@ -31,7 +42,7 @@ def _vendor(requirements: tuple[str, ...]) -> Path | None:
     if not requirements:
         return None
     digest = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
-    target = BUILD / f"deps-{digest}"
+    target = build_dir() / f"deps-{digest}"
     if not (target / ".complete").exists():
         target.mkdir(parents=True, exist_ok=True)
         subprocess.run(
@@ -79,9 +90,9 @@ def build_zip(requirements: tuple[str, ...] = (), sources: tuple[str, ...] = ())
     digest = hashlib.sha256()
     for path, arcname in entries:
         digest.update(arcname.encode() + b"\0" + path.read_bytes())
-    out = BUILD / f"lambda-{digest.hexdigest()[:16]}.zip"
+    out = build_dir() / f"lambda-{digest.hexdigest()[:16]}.zip"
     if not out.exists():
-        BUILD.mkdir(parents=True, exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp")
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
             for path, arcname in entries:
