@@ -7,6 +7,7 @@ annotations by `pulumi.provider.experimental`'s analyzer, so nothing generated i
 
 from __future__ import annotations
 
+import importlib.metadata
 from typing import Any
 
 import pulumi
@@ -18,7 +19,8 @@ from exactly_once.components.resumable import ResumableWorkflow
 from exactly_once.components.scheduler import Scheduler
 
 NAME = "exactly-once"  # the type tokens' package: exactly-once:index:<Component>
-VERSION = "0.1.0"
+# One place for the version: pyproject.toml, read from the installed distribution.
+VERSION = importlib.metadata.version("pulumi-exactly-once")
 COMPONENTS: list[type[pulumi.ComponentResource]] = [
     NameDedupStarter,
     ApiGatewayStarter,

@@ -119,6 +119,8 @@ def test_a_users_program_deploys_every_component_from_the_installed_wheel(
     built = sorted((project / "build" / "lambda").glob("lambda-*.zip"))
     assert built and len(result["archives"]) >= 5
     assert files(installed) == before
+    # AND the package says it is typed
+    assert (installed / "exactly_once" / "py.typed").exists()
 
 
 def test_assets_are_byte_identical_from_the_repository_and_from_the_wheel(
@@ -135,3 +137,26 @@ def test_assets_are_byte_identical_from_the_repository_and_from_the_wheel(
 
     from_checkout = hashlib.sha256(build_zip().read_bytes()).hexdigest()
     assert from_checkout in from_wheel.values()
+
+
+def test_the_declared_minimums_have_what_the_code_uses() -> None:
+    """pyproject's floors: the versions where the features the code calls arrived."""
+    import tomllib
+
+    from botocore.session import get_session
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert "boto3>=1.35.16" in declared  # S3 IfNoneMatch arrived in botocore 1.35.16
+    assert "pulumi>=3.168,<4" in declared  # the component provider host and analyzer
+    shape = get_session().get_service_model("s3").operation_model("PutObject").input_shape
+    assert "IfNoneMatch" in shape.members
+
+
+def test_the_version_has_one_home() -> None:
+    import tomllib
+
+    from exactly_once.components.package import VERSION, schema
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert VERSION == declared == schema()["version"]
+    assert f"## {declared}" in (ROOT / "CHANGELOG.md").read_text()

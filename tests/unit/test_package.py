@@ -327,9 +327,11 @@ def test_the_wheel_installs_one_namespace_and_no_generic_top_level_names(
     )
     [wheel] = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
+    from exactly_once.components.package import VERSION
+
     assert {name.split("/")[0] for name in names} == {
         "exactly_once",
-        "pulumi_exactly_once-0.1.0.dist-info",
+        f"pulumi_exactly_once-{VERSION}.dist-info",
     }
     for module in (
         "components/etl.py",
