@@ -27,14 +27,9 @@ from exactly_once.handlers.s3_publish import MIN_PART_SIZE
 from exactly_once.handlers.settings import choice, encode
 
 POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
-# PutObject's IfNoneMatch arrived in botocore 1.35.16; the SDK a Lambda runtime includes
-# varies by runtime and region (Lambda developer guide, "Runtime-included SDK versions"),
-# so the conditional-write function carries its own.
-CONDITIONAL_WRITE_SDK = ("boto3>=1.35.16",)
-REQUIREMENTS: dict[str, tuple[str, ...]] = {
-    "powertools": POWERTOOLS,
-    "conditional-write": CONDITIONAL_WRITE_SDK,
-}
+# conditional-write needs no SDK of its own: on a runtime whose botocore predates S3's
+# IfNoneMatch, handlers/s3_publish.py sends the header itself.
+REQUIREMENTS: dict[str, tuple[str, ...]] = {"powertools": POWERTOOLS}
 
 
 class Trigger(enum.StrEnum):

@@ -11,6 +11,9 @@ lifecycle rule. Memory stays at about one part, whatever the object's size.
 only if no object has the key, answering 412 PreconditionFailed otherwise and 409
 ConditionalRequestConflict to a concurrent conditional write (PutObject and
 CompleteMultipartUpload in the S3 API reference; S3 User Guide, conditional-writes).
+The SDK a Lambda runtime includes may predate the parameter (botocore 1.35.16; Lambda
+developer guide, "Runtime-included SDK versions"), so on an older botocore the header is
+added by a hook on the client (`conditional`): no SDK is vendored into the function.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from typing import Any
 
 from exactly_once.handlers.errors import ClientError
 from exactly_once.handlers.runtime import log
+
+CONDITIONAL_OPERATIONS = ("PutObject", "CompleteMultipartUpload")
+_FLAG = "exactly_once_if_none_match"
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3's smallest part but the last
 DEFAULT_PART_SIZE = 8 * 1024 * 1024
@@ -39,6 +45,8 @@ def publish(
     if part_size < MIN_PART_SIZE:
         raise ValueError(f"part_size must be at least {MIN_PART_SIZE} bytes, got {part_size}")
     condition = {"IfNoneMatch": "*"} if only_if_absent else {}
+    if only_if_absent:
+        conditional(s3)
     buffer = bytearray()
     upload: dict[str, Any] | None = None
     parts: list[dict[str, Any]] = []
@@ -93,3 +101,35 @@ def _abort(s3: Any, upload: dict[str, Any]) -> None:
         )
     except ClientError as exc:
         log("WARNING", "could not abort a multipart upload", key=upload["Key"], error=str(exc))
+
+
+def _knows_if_none_match(s3: Any) -> bool:
+    shape = s3.meta.service_model.operation_model("PutObject").input_shape
+    return "IfNoneMatch" in shape.members
+
+
+def conditional(s3: Any, force_hook: bool = False) -> Any:
+    """Make `s3` accept IfNoneMatch on PutObject and CompleteMultipartUpload: as it is with
+    botocore 1.35.16+, else (or with `force_hook`, for tests) by taking the parameter out
+    before validation and sending it as the `If-None-Match` header. Idempotent."""
+    if _knows_if_none_match(s3) and not force_hook:
+        return s3
+    events = s3.meta.events
+
+    def take(params: dict[str, Any], context: dict[str, Any], **_: Any) -> None:
+        value = params.pop("IfNoneMatch", None)
+        if value is not None:
+            context[_FLAG] = value
+
+    def send(request: Any, **_: Any) -> None:
+        value = request.context.get(_FLAG)
+        if value is not None:
+            request.headers["If-None-Match"] = value
+
+    for operation in CONDITIONAL_OPERATIONS:
+        # (unique ids: registering again, for another publish, adds nothing)
+        events.register_first(
+            f"before-parameter-build.s3.{operation}", take, unique_id=f"{_FLAG}-take-{operation}"
+        )
+        events.register(f"before-sign.s3.{operation}", send, unique_id=f"{_FLAG}-send-{operation}")
+    return s3
