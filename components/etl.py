@@ -111,6 +111,9 @@ class IdempotentEtlArgs:
     """An existing output bucket (give it an AbortIncompleteMultipartUpload lifecycle
     rule, as a created one has). None: create one."""
 
+    transform_excludes: list[str] | None = None
+    """Globs (relative to transform_source) left out of the function's code, beside what
+    is never bundled: .venv, .git, node_modules, build, .env files, Pulumi.*.yaml."""
     transform_statements: list[IamStatement] | None = None
     """What your transform itself calls on AWS (a lookup table, a secret): added to the
     function's role, nothing more."""
@@ -271,6 +274,7 @@ class IdempotentEtl(pulumi.ComponentResource):
             memory_size=args.memory_size,
             requirements=(*REQUIREMENTS.get(args.strategy, ()), *args.transform_requirements),
             sources=(args.transform_source,),
+            excludes=tuple(args.transform_excludes or ()),
             parent=self,
         )
         self.function = transform.function

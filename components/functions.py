@@ -113,6 +113,7 @@ def handler_function(
     memory_size: int = 256,
     requirements: tuple[str, ...] = (),
     sources: tuple[str, ...] = (),
+    excludes: tuple[str, ...] = (),
     log_retention_days: int = 14,
     reserved_concurrency: int | None = None,
 ) -> HandlerFunction:
@@ -137,7 +138,7 @@ def handler_function(
         runtime=RUNTIME,
         handler=handler,
         role=role.arn,
-        code=lambda_code(requirements, sources),
+        code=lambda_code(requirements, sources, excludes),
         timeout=timeout,
         memory_size=memory_size,
         environment=aws.lambda_.FunctionEnvironmentArgs(variables=dict(environment)),

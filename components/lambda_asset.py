@@ -37,15 +37,29 @@ def build_dir() -> Path:
     return Path(os.environ.get("EXACTLY_ONCE_BUILD_DIR") or Path.cwd() / "build" / "lambda")
 
 
+# The functions' platform (components/functions.py: RUNTIME, x86_64): requirements are
+# installed as wheels built for it, never for the deploying machine's Python and OS.
+LAMBDA_PLATFORM = ("--platform", "manylinux2014_x86_64", "--implementation", "cp")
+LAMBDA_PYTHON = "3.12"
+# Never bundled from a source folder: environments, version control, secrets, build
+# output, and a Pulumi program living in the same folder.
+ALWAYS_SKIPPED = (frozenset({"__pycache__"}), ("*.pyc", ".complete"))
+SOURCE_SKIPPED = (
+    frozenset({".venv", "venv", ".git", "node_modules", "__pycache__", ".pulumi", "build"}),
+    ("*.pyc", ".env", ".env.*", "Pulumi.yaml", "Pulumi.*.yaml"),
+)
+
+
 def _vendor(requirements: tuple[str, ...]) -> Path | None:
-    """pip-install requirements into a cache folder keyed by their hash."""
+    """pip-install requirements, as Lambda's platform wheels, into a cache folder keyed by
+    their hash."""
     if not requirements:
         return None
     digest = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
     target = build_dir() / f"deps-{digest}"
     if not (target / ".complete").exists():
         target.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
+        done = subprocess.run(
             [
                 sys.executable,
                 "-m",
@@ -55,38 +69,66 @@ def _vendor(requirements: tuple[str, ...]) -> Path | None:
                 "--disable-pip-version-check",
                 "--target",
                 str(target),
+                *LAMBDA_PLATFORM,
+                "--python-version",
+                LAMBDA_PYTHON,
+                "--only-binary=:all:",
                 *requirements,
             ],
-            check=True,
+            capture_output=True,
+            text=True,
         )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"cannot install {list(requirements)} for Lambda (python{LAMBDA_PYTHON}, "
+                f"manylinux2014_x86_64 wheels only): {done.stderr.strip()[-600:]}"
+            )
         (target / ".complete").touch()
     return target
 
 
-def _files(base: Path, prefix: str = "") -> list[tuple[Path, str]]:
-    return [
-        (path, prefix + path.relative_to(base).as_posix())
-        for path in sorted(base.rglob("*"))
-        if path.is_file()
-        and "__pycache__" not in path.parts
-        and path.suffix != ".pyc"
-        and path.name != ".complete"
-    ]
+def _files(
+    base: Path,
+    prefix: str = "",
+    skipped: tuple[frozenset[str], tuple[str, ...]] = ALWAYS_SKIPPED,
+    patterns: tuple[str, ...] = (),
+) -> list[tuple[Path, str]]:
+    """Every file under `base` (as `prefix` + its relative path) but the skipped folders
+    and file patterns (and `patterns`, globs on the relative path); sorted, so the zip is
+    the same on every machine."""
+    folders, names = skipped
+    found = []
+    for path in sorted(base.rglob("*")):
+        relative = path.relative_to(base)
+        if not path.is_file() or folders & set(relative.parts[:-1]):
+            continue
+        if any(path.match(name) for name in names) or any(
+            relative.match(pattern) for pattern in patterns
+        ):
+            continue
+        found.append((path, prefix + relative.as_posix()))
+    return found
 
 
-def build_zip(requirements: tuple[str, ...] = (), sources: tuple[str, ...] = ()) -> Path:
-    """Build (or reuse) the zip for these source folders and vendored requirements;
-    return its path."""
+def build_zip(
+    requirements: tuple[str, ...] = (),
+    sources: tuple[str, ...] = (),
+    excludes: tuple[str, ...] = (),
+) -> Path:
+    """Build (or reuse) the zip for these source folders (without SOURCE_SKIPPED's folders
+    and files, nor `excludes`, globs on paths relative to a source) and vendored
+    requirements; return its path."""
     entries = [(PACKAGE, "exactly_once/__init__.py"), *_files(HANDLERS, "exactly_once/handlers/")]
     for source in sources:
-        entries += _files(Path(source).resolve())
+        entries += _files(Path(source).resolve(), skipped=SOURCE_SKIPPED, patterns=excludes)
     names = [arcname for _, arcname in entries]
     if len(set(names)) != len(names):
         clashes = sorted({name for name in names if names.count(name) > 1})
         raise ValueError(f"source folders clash with each other or the handlers: {clashes[:5]}")
     deps = _vendor(requirements)
     if deps:
-        entries += _files(deps)
+        # bin/ holds console scripts whose shebang names this machine's interpreter
+        entries += [entry for entry in _files(deps) if not entry[1].startswith("bin/")]
     digest = hashlib.sha256()
     for path, arcname in entries:
         digest.update(arcname.encode() + b"\0" + path.read_bytes())
@@ -105,6 +147,8 @@ def build_zip(requirements: tuple[str, ...] = (), sources: tuple[str, ...] = ())
 
 
 def lambda_code(
-    requirements: tuple[str, ...] = (), sources: tuple[str, ...] = ()
+    requirements: tuple[str, ...] = (),
+    sources: tuple[str, ...] = (),
+    excludes: tuple[str, ...] = (),
 ) -> pulumi.FileArchive:
-    return pulumi.FileArchive(str(build_zip(requirements, sources)))
+    return pulumi.FileArchive(str(build_zip(requirements, sources, excludes)))
