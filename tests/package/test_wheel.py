@@ -145,11 +145,38 @@ def test_the_declared_minimums_have_what_the_code_uses() -> None:
 
     from botocore.session import get_session
 
-    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["optional-dependencies"]["pulumi"]
     assert "boto3>=1.35.16" in declared  # S3 IfNoneMatch arrived in botocore 1.35.16
     assert "pulumi>=3.168,<4" in declared  # the component provider host and analyzer
     shape = get_session().get_service_model("s3").operation_model("PutObject").input_shape
     assert "IfNoneMatch" in shape.members
+
+
+def test_the_runtime_library_installs_alone_in_under_5_mb(installed: Path, tmp_path: Path) -> None:
+    """What a Lambda of your own carries (`pip install --target`): the library and its
+    declared dependencies (none: the Lambda runtime has boto3), no Pulumi."""
+    [wheel] = (installed.parent / "dist").glob("*.whl")
+    target = tmp_path / "lambda"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--disable-pip-version-check",
+            "--quiet",
+            "install",
+            "--target",
+            str(target),
+            str(wheel),
+        ],
+        check=True,
+    )
+    size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
+    assert size < 5 * 1024 * 1024, f"{size / 1e6:.1f} MB"
+    tops = {p.name for p in target.iterdir()}
+    assert not any(name.startswith("pulumi") and "exactly_once" not in name for name in tops), tops
+    assert (target / "exactly_once" / "handlers" / "etl.py").exists()
 
 
 def test_the_version_has_one_home() -> None:
