@@ -7,10 +7,12 @@
     python -m exactly_once.ops rerun   --key K --input J    re-run from the top
     python -m exactly_once.ops redrive --execution ARN      Step Functions' RedriveExecution
 
-The workflow comes from --table and --state-machine (the component's outputs), or, in
-the repository, from a deployed stack's outputs (--stack). AWS credentials and region
-come from the standard chain (AWS_PROFILE, AWS_REGION, ~/.aws/config), or --profile and
---region. `python -m exactly_once.ops COMMAND --help` shows each command with an example.
+The workflow comes from --table and --state-machine (the component's outputs), or from a
+stack's outputs as JSON (--outputs FILE: `pulumi stack output --json > FILE`, or the
+repository's .pulumi-local/<stack>.outputs.json), whose `resumable` object holds both.
+AWS credentials and region come from the standard chain (AWS_PROFILE, AWS_REGION,
+~/.aws/config), or --profile and --region.
+`python -m exactly_once.ops COMMAND --help` shows each command with an example.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from exactly_once.ops.checkpoints import Checkpoints
@@ -97,7 +100,10 @@ def parser() -> argparse.ArgumentParser:
         where = command.add_argument_group("which workflow, where")
         where.add_argument("--table", help="the checkpoint table (the component's `table`)")
         where.add_argument("--state-machine", help="the workflow's state machine ARN")
-        where.add_argument("--stack", default="local", help="in the repository: a deployed stack")
+        where.add_argument(
+            "--outputs",
+            help="a stack's outputs as JSON (`pulumi stack output --json`), with `resumable`",
+        )
         where.add_argument("--region", help="AWS region (default: the standard chain)")
         where.add_argument("--profile", help="AWS profile (default: the standard chain)")
         where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
@@ -105,29 +111,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _workflow(args: argparse.Namespace) -> Checkpoints:
-    if args.table and args.state_machine:
-        return Checkpoints(
-            args.table, args.state_machine, args.endpoint_url, args.region, args.profile
-        )
-    try:  # the repository's stacks (deploy/ is not installed)
-        from deploy import outputs_path
-        from deploy.stack_config import load
-    except ImportError:
-        raise CommandError("give --table and --state-machine (the component's outputs)") from None
-    path = outputs_path(args.stack)
-    if not path.exists():
-        raise CommandError(f"stack {args.stack!r} is not deployed ({path} is missing)")
-    outputs = json.loads(path.read_text())
-    if "resumable" not in outputs:
-        raise CommandError(f"stack {args.stack!r} has no resumable workflow")
-    config = load(args.stack)
-    return Checkpoints(
-        outputs["resumable"]["table"],
-        outputs["resumable"]["stateMachineArn"],
-        args.endpoint_url or config.endpoint or None,
-        args.region or config.region,
-        args.profile,
-    )
+    table, machine = args.table, args.state_machine
+    if not (table and machine) and args.outputs:
+        try:
+            outputs = json.loads(Path(args.outputs).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CommandError(f"cannot read stack outputs from {args.outputs}: {exc}") from None
+        workflow = outputs.get("resumable") if isinstance(outputs, dict) else None
+        if not isinstance(workflow, dict) or not {"table", "stateMachineArn"} <= workflow.keys():
+            raise CommandError(f"{args.outputs} has no `resumable` with table and stateMachineArn")
+        table, machine = workflow["table"], workflow["stateMachineArn"]
+    if not (table and machine):
+        raise CommandError("give --table and --state-machine, or --outputs (a stack's outputs)")
+    return Checkpoints(table, machine, args.endpoint_url, args.region, args.profile)
 
 
 def _known_step(workflow: Checkpoints, step: str) -> str:

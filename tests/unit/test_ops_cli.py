@@ -82,3 +82,33 @@ def test_the_region_comes_from_the_state_machine_arn_unless_given(moto: None) ->
     arn = "arn:aws:states:eu-west-1:123456789012:stateMachine:orders"
     assert Checkpoints("t", arn).ddb.meta.region_name == "eu-west-1"
     assert Checkpoints("t", arn, region="us-west-2").sfn.meta.region_name == "us-west-2"
+
+
+def test_the_workflow_can_come_from_a_stacks_outputs(
+    workflow: list[str], tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pathlib import Path
+
+    outputs = Path(str(tmp_path)) / "outputs.json"
+    outputs.write_text(
+        json.dumps({"resumable": {"table": workflow[1], "stateMachineArn": workflow[3]}})
+    )
+    assert main(["show", "--key", "k", "--outputs", str(outputs)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"key": "k", "steps": None}
+    outputs.write_text("{}")
+    assert main(["show", "--key", "k", "--outputs", str(outputs)]) == 2
+    assert "has no `resumable`" in capsys.readouterr().err
+
+
+def test_the_ops_cli_needs_no_repository_tooling() -> None:
+    import ast
+    from pathlib import Path
+
+    import exactly_once.ops.__main__ as cli
+
+    imported = {
+        node.module.split(".")[0]
+        for node in ast.walk(ast.parse(Path(cli.__file__).read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "deploy" not in imported
