@@ -5,6 +5,8 @@
 tests/unit/test_package.py runs this program under Pulumi mocks.
 """
 
+from pathlib import Path
+
 import pulumi
 
 from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
@@ -19,6 +21,7 @@ from exactly_once.components.resumable import (
 from exactly_once.components.scheduler import Scheduler, SchedulerArgs
 from exactly_once.handlers.executions import ReusePolicy
 
+EXAMPLES = Path(__file__).resolve().parent.parent  # examples/: etl/ holds the transforms
 config = pulumi.Config()
 uploads = config.get("uploadsBucket") or "acme-uploads"  # EventBridge notifications on
 workflow_arn = (
@@ -53,7 +56,7 @@ etl = IdempotentEtl(
     "invoices",
     IdempotentEtlArgs(
         transform="etl_transforms.csv_jsonl:transform",
-        transform_source="examples/etl",  # relative to the program's directory
+        transform_source=str(EXAMPLES / "etl"),  # a team's own transform folder
         output_suffix=".jsonl",
         content_type="application/x-ndjson",
         input_bucket_name=uploads,

@@ -101,7 +101,7 @@ def test_a_users_program_deploys_every_component_from_the_installed_wheel(
     # GIVEN a user's project outside the repository: their program and their own transform
     project = tmp_path / "project"
     shutil.copytree(ROOT / "examples" / "python", project)
-    shutil.copytree(ROOT / "examples" / "etl", project / "examples" / "etl")
+    shutil.copytree(ROOT / "examples" / "etl", tmp_path / "etl")  # beside it, as in examples/
     before = files(installed)
     # WHEN it runs as `pulumi up` would
     result = run_program(installed, project)
@@ -130,7 +130,7 @@ def test_assets_are_byte_identical_from_the_repository_and_from_the_wheel(
 
     project = tmp_path / "project"
     shutil.copytree(ROOT / "examples" / "python", project)
-    shutil.copytree(ROOT / "examples" / "etl", project / "examples" / "etl")
+    shutil.copytree(ROOT / "examples" / "etl", tmp_path / "etl")  # beside it, as in examples/
     from_wheel = run_program(installed, project)["archives"]
     # the handlers' zip, built here from the checkout (no sources, no requirements)
     import hashlib
