@@ -32,6 +32,13 @@ POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
 REQUIREMENTS: dict[str, tuple[str, ...]] = {"powertools": POWERTOOLS}
 
 
+class Architecture(enum.StrEnum):
+    """The function's processor: its requirements are installed as wheels for it."""
+
+    X86_64 = "x86_64"
+    ARM64 = "arm64"
+
+
 class Trigger(enum.StrEnum):
     NOTIFICATION = "notification"
     EVENTBRIDGE = "eventbridge"
@@ -92,6 +99,8 @@ class IdempotentEtlArgs:
     (for test stacks). Off: a bucket holding data stops the destroy, as S3 does."""
     timeout: Defaulted[int] = 60
     """The function's timeout, seconds."""
+    architecture: Defaulted[Architecture] = Architecture.X86_64
+    """x86_64 or arm64 (Graviton: about 20% cheaper per GB-second)."""
     memory_size: Defaulted[int] = 512
     """The function's memory, MB."""
     part_size_mb: Defaulted[int] = 8
@@ -129,6 +138,7 @@ class IdempotentEtlArgs:
     def validate(self) -> None:
         self.strategy = choice(Strategy, self.strategy, "strategy")
         self.trigger = choice(Trigger, self.trigger, "trigger")
+        self.architecture = choice(Architecture, self.architecture, "architecture")
         self.log_level = choice(LogLevel, self.log_level, "log_level")
         self.fault_injection = choice(FaultInjection, self.fault_injection, "fault_injection")
         if self.input_bucket_name is not None and self.trigger != Trigger.EVENTBRIDGE:
@@ -275,6 +285,7 @@ class IdempotentEtl(pulumi.ComponentResource):
             requirements=(*REQUIREMENTS.get(args.strategy, ()), *args.transform_requirements),
             sources=(args.transform_source,),
             excludes=tuple(args.transform_excludes or ()),
+            architecture=args.architecture,
             parent=self,
         )
         self.function = transform.function

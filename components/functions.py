@@ -114,6 +114,7 @@ def handler_function(
     requirements: tuple[str, ...] = (),
     sources: tuple[str, ...] = (),
     excludes: tuple[str, ...] = (),
+    architecture: str = "x86_64",
     log_retention_days: int = 14,
     reserved_concurrency: int | None = None,
 ) -> HandlerFunction:
@@ -138,7 +139,8 @@ def handler_function(
         runtime=RUNTIME,
         handler=handler,
         role=role.arn,
-        code=lambda_code(requirements, sources, excludes),
+        code=lambda_code(requirements, sources, excludes, architecture),
+        architectures=[architecture],
         timeout=timeout,
         memory_size=memory_size,
         environment=aws.lambda_.FunctionEnvironmentArgs(variables=dict(environment)),

@@ -37,9 +37,9 @@ def build_dir() -> Path:
     return Path(os.environ.get("EXACTLY_ONCE_BUILD_DIR") or Path.cwd() / "build" / "lambda")
 
 
-# The functions' platform (components/functions.py: RUNTIME, x86_64): requirements are
-# installed as wheels built for it, never for the deploying machine's Python and OS.
-LAMBDA_PLATFORM = ("--platform", "manylinux2014_x86_64", "--implementation", "cp")
+# The functions' platform (components/functions.py: RUNTIME, and the architecture):
+# requirements are installed as wheels built for it, never for the deploying machine's.
+PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
 LAMBDA_PYTHON = "3.12"
 # Never bundled from a source folder: environments, version control, secrets, build
 # output, and a Pulumi program living in the same folder.
@@ -50,12 +50,14 @@ SOURCE_SKIPPED = (
 )
 
 
-def _vendor(requirements: tuple[str, ...]) -> Path | None:
-    """pip-install requirements, as Lambda's platform wheels, into a cache folder keyed by
-    their hash."""
+def _vendor(requirements: tuple[str, ...], architecture: str = "x86_64") -> Path | None:
+    """pip-install requirements, as Lambda's platform wheels for `architecture`, into a
+    cache folder keyed by their hash."""
     if not requirements:
         return None
-    digest = hashlib.sha256("\n".join(sorted(requirements)).encode()).hexdigest()[:16]
+    platform = PLATFORMS[architecture]
+    key = "\n".join([platform, *sorted(requirements)])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     target = build_dir() / f"deps-{digest}"
     if not (target / ".complete").exists():
         target.mkdir(parents=True, exist_ok=True)
@@ -69,7 +71,10 @@ def _vendor(requirements: tuple[str, ...]) -> Path | None:
                 "--disable-pip-version-check",
                 "--target",
                 str(target),
-                *LAMBDA_PLATFORM,
+                "--platform",
+                platform,
+                "--implementation",
+                "cp",
                 "--python-version",
                 LAMBDA_PYTHON,
                 "--only-binary=:all:",
@@ -81,7 +86,7 @@ def _vendor(requirements: tuple[str, ...]) -> Path | None:
         if done.returncode != 0:
             raise RuntimeError(
                 f"cannot install {list(requirements)} for Lambda (python{LAMBDA_PYTHON}, "
-                f"manylinux2014_x86_64 wheels only): {done.stderr.strip()[-600:]}"
+                f"{platform} wheels only): {done.stderr.strip()[-600:]}"
             )
         (target / ".complete").touch()
     return target
@@ -114,6 +119,7 @@ def build_zip(
     requirements: tuple[str, ...] = (),
     sources: tuple[str, ...] = (),
     excludes: tuple[str, ...] = (),
+    architecture: str = "x86_64",
 ) -> Path:
     """Build (or reuse) the zip for these source folders (without SOURCE_SKIPPED's folders
     and files, nor `excludes`, globs on paths relative to a source) and vendored
@@ -125,7 +131,7 @@ def build_zip(
     if len(set(names)) != len(names):
         clashes = sorted({name for name in names if names.count(name) > 1})
         raise ValueError(f"source folders clash with each other or the handlers: {clashes[:5]}")
-    deps = _vendor(requirements)
+    deps = _vendor(requirements, architecture)
     if deps:
         # bin/ holds console scripts whose shebang names this machine's interpreter
         entries += [entry for entry in _files(deps) if not entry[1].startswith("bin/")]
@@ -150,5 +156,6 @@ def lambda_code(
     requirements: tuple[str, ...] = (),
     sources: tuple[str, ...] = (),
     excludes: tuple[str, ...] = (),
+    architecture: str = "x86_64",
 ) -> pulumi.FileArchive:
-    return pulumi.FileArchive(str(build_zip(requirements, sources, excludes)))
+    return pulumi.FileArchive(str(build_zip(requirements, sources, excludes, architecture)))

@@ -412,6 +412,8 @@ def create_function(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outpu
         "Timeout": int(i.get("timeout") or 3),
         "MemorySize": int(i.get("memorySize") or 128),
     }
+    if i.get("architectures"):
+        params["Architectures"] = list(i["architectures"])
     if variables := (i.get("environment") or {}).get("variables"):
         params["Environment"] = {"Variables": {k: str(v) for k, v in variables.items()}}
     if target := (i.get("deadLetterConfig") or {}).get("targetArn"):

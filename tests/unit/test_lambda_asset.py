@@ -89,3 +89,27 @@ def test_the_zip_is_the_same_bytes_every_time(tmp_path: Path) -> None:
     for built in (tmp_path / "build").glob("*.zip"):
         built.unlink()
     assert lambda_asset.build_zip().read_bytes() == first
+
+
+def test_an_arm64_function_gets_aarch64_wheels(monkeypatch: pytest.MonkeyPatch) -> None:
+    from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
+    from tests.unit.pulumi_harness import run
+
+    calls: list[list[str]] = []
+
+    def pip(args: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(args)
+        Path(args[args.index("--target") + 1]).mkdir(parents=True, exist_ok=True)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(lambda_asset.subprocess, "run", pip)
+    args = IdempotentEtlArgs(
+        transform="etl_transforms.csv_jsonl:transform",
+        transform_source="examples/etl",
+        transform_requirements=["lib-pkg==1.0"],
+        architecture="arm64",
+    )
+    mocks = run(lambda: IdempotentEtl("etl", args))
+    assert mocks.named("etl-transform").inputs["architectures"] == ["arm64"]
+    [install] = calls
+    assert install[install.index("--platform") + 1] == "manylinux2014_aarch64"
