@@ -4,6 +4,7 @@ each with its Step Functions integration and its IAM, and a clear refusal for an
     kind     ARN                                   integration (optimized)  IAM
     lambda   arn:aws:lambda:...:function:NAME[:Q]  lambda:invoke            lambda:InvokeFunction
     sqs      arn:aws:sqs:REGION:ACCOUNT:NAME       sqs:sendMessage          sqs:SendMessage
+    (.fifo)  a FIFO queue: deduplicated by id      sqs:sendMessage          sqs:SendMessage
     sns      arn:aws:sns:REGION:ACCOUNT:NAME       sns:publish              sns:Publish
     states   arn:aws:states:...:stateMachine:NAME  states:startExecution    states:StartExecution
     events   arn:aws:events:...:event-bus/NAME     events:putEvents         events:PutEvents
@@ -40,11 +41,14 @@ def deliver(
         resource = "lambda:invoke"
         parameters = {**_at("FunctionName", target), "Payload.$": payload}
         result = {"response.$": "$.Payload"}
-    elif kind == TargetKind.SQS:
+    elif kind in (TargetKind.SQS, TargetKind.SQS_FIFO):
         resource = "sqs:sendMessage"
         parameters = {**_at("QueueUrl", target), "MessageBody.$": text}
-        if dedup and target.endswith(".fifo"):
-            # FIFO only (a standard queue refuses these): SQS drops a redelivery itself.
+        if kind == TargetKind.SQS_FIFO:
+            # A FIFO queue needs both (a standard one refuses them); SQS itself drops a
+            # message whose deduplication id it saw in the last 5 minutes.
+            if dedup is None:
+                raise ValueError("a FIFO queue needs a deduplication id for each message")
             parameters |= {"MessageDeduplicationId.$": dedup, "MessageGroupId.$": dedup}
         result = {"response.$": "$.MessageId"}
     elif kind == TargetKind.SNS:
@@ -78,6 +82,7 @@ def deliver(
 ACTIONS = {
     TargetKind.LAMBDA: "lambda:InvokeFunction",
     TargetKind.SQS: "sqs:SendMessage",
+    TargetKind.SQS_FIFO: "sqs:SendMessage",
     TargetKind.SNS: "sns:Publish",
     TargetKind.STATES: "states:StartExecution",
     TargetKind.EVENTS: "events:PutEvents",

@@ -10,6 +10,7 @@ import enum
 class TargetKind(enum.StrEnum):
     LAMBDA = "lambda"
     SQS = "sqs"
+    SQS_FIFO = "sqs-fifo"  # a FIFO queue: every message needs a group and a deduplication id
     SNS = "sns"
     STATES = "states"
     EVENTS = "events"
@@ -29,7 +30,7 @@ def kind_of(arn: str, what: str = "target") -> TargetKind:
         if service == "lambda" and resource.startswith("function:"):
             return TargetKind.LAMBDA
         if service == "sqs" and resource and "/" not in resource:
-            return TargetKind.SQS
+            return TargetKind.SQS_FIFO if resource.endswith(".fifo") else TargetKind.SQS
         if service == "sns" and resource:
             return TargetKind.SNS
         if service == "states" and resource.startswith("stateMachine:"):
@@ -48,4 +49,4 @@ def queue_url(arn: str) -> str:
 
 def address(arn: str) -> str:
     """What the delivering API takes: an SQS queue's URL, every other kind's ARN."""
-    return queue_url(arn) if kind_of(arn) == TargetKind.SQS else arn
+    return queue_url(arn) if kind_of(arn) in (TargetKind.SQS, TargetKind.SQS_FIFO) else arn

@@ -24,6 +24,7 @@ MACHINE, BUS = P.format("states", "stateMachine:m"), P.format("events", "event-b
         (FN, "lambda"),
         (f"{FN}:live", "lambda"),
         (QUEUE, "sqs"),
+        (f"{QUEUE}.fifo", "sqs-fifo"),
         (TOPIC, "sns"),
         (MACHINE, "states"),
         (BUS, "events"),
@@ -59,6 +60,7 @@ def test_each_kind_is_delivered_by_its_integration() -> None:
     assert resources == {
         "lambda": "arn:aws:states:::lambda:invoke",
         "sqs": "arn:aws:states:::sqs:sendMessage",
+        "sqs-fifo": "arn:aws:states:::sqs:sendMessage",
         "sns": "arn:aws:states:::sns:publish",
         "states": "arn:aws:states:::states:startExecution",
         "events": "arn:aws:states:::events:putEvents",
@@ -68,8 +70,11 @@ def test_each_kind_is_delivered_by_its_integration() -> None:
         deliver(TargetKind.STATES, MACHINE, "$.d", dedup="$.id")["Parameters"]["Name.$"] == "$.id"
     )
     # a FIFO queue deduplicates by it; a standard queue takes no such field
-    fifo = deliver(TargetKind.SQS, "https://sqs.x/1/q.fifo", "$.d", dedup="$.id")["Parameters"]
-    assert fifo["MessageDeduplicationId.$"] == "$.id"
+    assert kind_of(f"{QUEUE}.fifo") == "sqs-fifo"
+    fifo = deliver(TargetKind.SQS_FIFO, "$.target", "$.d", dedup="$.id")["Parameters"]
+    assert fifo["MessageDeduplicationId.$"] == fifo["MessageGroupId.$"] == "$.id"
+    with pytest.raises(ValueError, match="deduplication id"):
+        deliver(TargetKind.SQS_FIFO, "$.target", "$.d")
     assert (
         "MessageDeduplicationId.$"
         not in deliver(TargetKind.SQS, "https://sqs.x/1/q", "$.d", "$.id")["Parameters"]
