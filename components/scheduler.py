@@ -423,8 +423,10 @@ class Scheduler(pulumi.ComponentResource):
             statements=[
                 allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
                 allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.arn]),
-                # STANDBY messages whose stream record never started them
+                # STANDBY messages whose stream record never started them, stopped again
+                # should a cancel have come meanwhile
                 allow(["states:StartExecution"], [machine.arn]),
+                allow(["states:StopExecution"], [executions_of(machine.arn)]),
             ],
             environment=environment,
             timeout=300,
@@ -449,6 +451,9 @@ class Scheduler(pulumi.ComponentResource):
             handler="exactly_once.handlers.scheduler.stream_handler",
             statements=[
                 allow(["states:StartExecution"], [machine.arn]),
+                # A start that raced a cancel reads the status and stops the execution.
+                allow(["dynamodb:GetItem"], [table.arn]),
+                allow(["states:StopExecution"], [executions_of(machine.arn)]),
                 # What the event source mapping reads the stream with (the function's role).
                 allow(
                     ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],

@@ -385,7 +385,24 @@ def start(config: SchedulerSettings, image: dict[str, Any], context: Any) -> Out
     document = execution_input(image)
     outcome = start_once(config.state_machine_arn, document["id"], document, request_id(context))
     log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
+    if outcome.status == "STARTED":
+        _stop_if_cancelled(config, document["id"], outcome.execution_arn)
     return outcome
+
+
+def _stop_if_cancelled(config: SchedulerSettings, message_id: str, arn: str) -> None:
+    """A cancel between the STANDBY image this start read and the start itself found no
+    execution to stop: stop it now, rather than let it wait to find CANCELLED at its Claim
+    (harmless, but a waiting execution nobody needs)."""
+    item = _item(config, message_id)
+    if item is not None and item["status"]["S"] != Status.CANCELLED:
+        return
+    try:
+        client("stepfunctions").stop_execution(executionArn=arn, cause="message cancelled")
+    except ClientError as exc:
+        if aws_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotFound"):
+            raise
+    log("INFO", "stopped: cancelled while it started", message_id=message_id)
 
 
 def stream_handler(event: Any, context: Any) -> dict[str, Any]:

@@ -224,6 +224,34 @@ def test_the_sweep_starts_standby_messages_nobody_started(
     assert executions_of(config) == sorted([started["id"], lost["id"]])
 
 
+def test_a_start_that_raced_a_cancel_stops_its_execution(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a STANDBY message whose start was lost, then cancelled (no execution to stop)
+    with monkeypatch.context() as patch:
+        throttled_starts(patch)
+        message, _ = scheduler.register(
+            config, {"publishTime": time.time() + 30, "channel": "demo"}
+        )
+    stale = scheduler._item(config, message["id"])  # the STANDBY image a stream record holds
+    assert scheduler.cancel(config, message["id"])["status"] == "CANCELLED"
+    # WHEN the stream delivers the old STANDBY image
+    sfn = runtime.client("stepfunctions")
+    stopped: list[str] = []
+    monkeypatch.setattr(sfn, "stop_execution", lambda **kw: stopped.append(kw["executionArn"]))
+    outcome = scheduler.start(config, stale, None)
+    # THEN the execution it started is stopped at once (moto's interpreter keeps it
+    # RUNNING: the call is what is checked)
+    assert outcome.status == "STARTED"
+    assert stopped == [outcome.execution_arn]
+    # AND a start of a message still STANDBY stops nothing
+    with monkeypatch.context() as patch:
+        throttled_starts(patch)
+        other, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
+    assert scheduler.start(config, scheduler._item(config, other["id"]), None).status == "STARTED"
+    assert stopped == [outcome.execution_arn]
+
+
 def test_the_stream_starter_names_executions_by_message_id(
     config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
