@@ -13,6 +13,7 @@ import pulumi_aws as aws
 
 from exactly_once.components.functions import allow, service_role
 from exactly_once.handlers.executions import execution_arn
+from exactly_once.handlers.targets import TargetKind, kind_of
 
 
 class StateMachineType(enum.StrEnum):
@@ -29,6 +30,14 @@ def require_standard(workflow_type: str, component: str) -> None:
         )
 
 
+def _names_a_state_machine(arn: str) -> bool:
+    """Told apart as a scheduler's targets are (handlers/targets.py)."""
+    try:
+        return kind_of(arn) == TargetKind.STATES
+    except ValueError:
+        return False
+
+
 def require_target(
     arn: pulumi.Input[str] | None, definition: object | None, component: str
 ) -> None:
@@ -40,7 +49,7 @@ def require_target(
         )
     if arn is not None and definition is not None:
         raise ValueError(f"{component}: give state_machine_arn or definition, not both")
-    if isinstance(arn, str) and not arn.split(":")[5:6] == ["stateMachine"]:
+    if isinstance(arn, str) and not _names_a_state_machine(arn):
         raise ValueError(
             f"{component}: state_machine_arn {arn!r} is not a Step Functions state machine "
             "ARN (arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)"

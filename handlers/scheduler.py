@@ -179,8 +179,8 @@ def register(
     except ClientError as exc:
         if aws_code(exc) != "ConditionalCheckFailedException":
             raise
-        stored = _item(config, message_id)
-        if stored is None or stored.get("fingerprint", {}).get("S") != fingerprint:
+        stored = _stored(config, message_id, fingerprint)
+        if stored is None:
             raise Conflict("this Idempotency-Key was used for a different message") from None
         # A replay may follow a registration whose start never happened (a crash, a throttle).
         start_soon(config, stored, context)
@@ -193,16 +193,21 @@ def _fingerprint(fields: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()
 
 
+def _stored(config: SchedulerSettings, message_id: str, fingerprint: str) -> dict[str, Any] | None:
+    """The stored item of this exact registration (same fingerprint), if any."""
+    stored = _item(config, message_id)
+    if stored is None or stored.get("fingerprint", {}).get("S") != fingerprint:
+        return None
+    return stored
+
+
 def _replay(config: SchedulerSettings, body: Any, idempotency_key: str) -> dict[str, Any] | None:
     """The stored item this exact registration made earlier, if any (time not checked)."""
     try:
         fields = validate(body, None)
     except BadEvent:
         return None
-    stored = _item(config, message_id_for(idempotency_key))
-    if stored is None or stored.get("fingerprint", {}).get("S") != _fingerprint(fields):
-        return None
-    return stored
+    return _stored(config, message_id_for(idempotency_key), _fingerprint(fields))
 
 
 def start_soon(config: SchedulerSettings, item: dict[str, Any], context: Any) -> None:
@@ -280,12 +285,7 @@ def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
     from exactly_once.handlers.executions import execution_arn
     from exactly_once.handlers.names import execution_name
 
-    arn = execution_arn(config.state_machine_arn, execution_name(message_id))
-    try:
-        client("stepfunctions").stop_execution(executionArn=arn, cause="message cancelled")
-    except ClientError as exc:
-        if aws_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotFound"):
-            raise
+    _stop(execution_arn(config.state_machine_arn, execution_name(message_id)))
     message = get(config, message_id)
     assert message is not None
     return message
@@ -397,12 +397,17 @@ def _stop_if_cancelled(config: SchedulerSettings, message_id: str, arn: str) -> 
     item = _item(config, message_id)
     if item is not None and item["status"]["S"] != Status.CANCELLED:
         return
+    _stop(arn)
+    log("INFO", "stopped: cancelled while it started", message_id=message_id)
+
+
+def _stop(arn: str) -> None:
+    """Stop a cancelled message's execution; one that never started or ended is fine."""
     try:
         client("stepfunctions").stop_execution(executionArn=arn, cause="message cancelled")
     except ClientError as exc:
         if aws_code(exc) not in ("ExecutionDoesNotExist", "ExecutionNotFound"):
             raise
-    log("INFO", "stopped: cancelled while it started", message_id=message_id)
 
 
 def stream_handler(event: Any, context: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from exactly_once.handlers.errors import BadEvent, ClientError, aws_code
 from exactly_once.handlers.executions import PERMANENT_ERRORS, ReusePolicy, start_once
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.names import key_hash
-from exactly_once.handlers.runtime import dead_letter, log, request_id
+from exactly_once.handlers.runtime import client, dead_letter, log, request_id
 from exactly_once.handlers.settings import Settings
 
 
@@ -37,8 +37,6 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
 @functools.cache
 def workflow_type(state_machine_arn: str) -> str:
     """The target's type, asked once per cold start (errors propagate: retried)."""
-    from exactly_once.handlers.runtime import client
-
     return str(
         client("stepfunctions").describe_state_machine(stateMachineArn=state_machine_arn)["type"]
     )

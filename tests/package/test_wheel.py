@@ -76,6 +76,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return site
 
 
+def users_project(where: Path) -> Path:
+    """The Python example as a user's own project, its transform folder beside it (as in
+    examples/), outside the repository."""
+    project = where / "project"
+    shutil.copytree(ROOT / "examples" / "python", project)
+    shutil.copytree(ROOT / "examples" / "etl", where / "etl")
+    return project
+
+
 def run_program(site: Path, project: Path) -> dict:
     env = {
         **os.environ,
@@ -99,9 +108,7 @@ def test_a_users_program_deploys_every_component_from_the_installed_wheel(
     installed: Path, tmp_path: Path
 ) -> None:
     # GIVEN a user's project outside the repository: their program and their own transform
-    project = tmp_path / "project"
-    shutil.copytree(ROOT / "examples" / "python", project)
-    shutil.copytree(ROOT / "examples" / "etl", tmp_path / "etl")  # beside it, as in examples/
+    project = users_project(tmp_path)
     before = files(installed)
     # WHEN it runs as `pulumi up` would
     result = run_program(installed, project)
@@ -128,9 +135,7 @@ def test_assets_are_byte_identical_from_the_repository_and_from_the_wheel(
 ) -> None:
     from exactly_once.components.lambda_asset import build_zip
 
-    project = tmp_path / "project"
-    shutil.copytree(ROOT / "examples" / "python", project)
-    shutil.copytree(ROOT / "examples" / "etl", tmp_path / "etl")  # beside it, as in examples/
+    project = users_project(tmp_path)
     from_wheel = run_program(installed, project)["archives"]
     # the handlers' zip, built here from the checkout (no sources, no requirements)
     import hashlib

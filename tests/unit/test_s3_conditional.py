@@ -23,27 +23,22 @@ def test_the_hook_makes_a_second_conditional_write_fail_as_s3_answers(
     # GIVEN a client whose If-None-Match goes through the hook (as on an old botocore)
     conditional(s3, force_hook=True)
     conditional(s3, force_hook=True)  # registering twice adds nothing
-    chunks = [b"x" * size]
-    publish(
-        s3,
-        "out",
-        "k",
-        chunks,
-        content_type="text/plain",
-        only_if_absent=True,
-        part_size=MIN_PART_SIZE,
-    )
-    # WHEN the same key is written again, conditionally
-    with pytest.raises(ClientError) as refused:
+
+    def write_once() -> None:
         publish(
             s3,
             "out",
             "k",
-            chunks,
+            [b"x" * size],
             content_type="text/plain",
             only_if_absent=True,
             part_size=MIN_PART_SIZE,
         )
+
+    write_once()
+    # WHEN the same key is written again, conditionally
+    with pytest.raises(ClientError) as refused:
+        write_once()
     # THEN S3 refused it: the header was sent
     assert aws_code(refused.value) in ("PreconditionFailed", "412")
 
