@@ -44,19 +44,6 @@ class Trigger(enum.StrEnum):
     EVENTBRIDGE = "eventbridge"
 
 
-class FaultInjection(enum.StrEnum):
-    """Test stacks only: a fault injected around the unchanged handler."""
-
-    NONE = "none"
-    CRASH_AFTER_WRITE = "crash-after-write"
-
-
-# A test stack's fault -> the entry point that injects it (handlers/fault_hooks.py); real
-# stacks run the handler itself.
-FAULT_HANDLERS: dict[FaultInjection, str] = {
-    FaultInjection.NONE: "exactly_once.handlers.etl.handler",
-    FaultInjection.CRASH_AFTER_WRITE: "exactly_once.handlers.fault_hooks.etl_crash_after_write",
-}
 REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
 # Set by the component; a transform's own environment may not take them.
 RESERVED_VARIABLES = {
@@ -107,8 +94,6 @@ class IdempotentEtlArgs:
     """Outputs above this size are multipart uploads of parts this size (S3: >= 5)."""
     log_level: Defaulted[LogLevel] = LogLevel.INFO
     """The function's log level."""
-    fault_injection: Defaulted[FaultInjection] = FaultInjection.NONE
-    """Test stacks only: 'crash-after-write' runs the handler through handlers/fault_hooks.py."""
     input_bucket_name: pulumi.Input[str] | None = None
     """An existing input bucket (yours: its notification configuration stays yours, so
     the trigger is EventBridge; turn on its EventBridge notifications). None: create one."""
@@ -140,7 +125,6 @@ class IdempotentEtlArgs:
         self.trigger = choice(Trigger, self.trigger, "trigger")
         self.architecture = choice(Architecture, self.architecture, "architecture")
         self.log_level = choice(LogLevel, self.log_level, "log_level")
-        self.fault_injection = choice(FaultInjection, self.fault_injection, "fault_injection")
         if self.input_bucket_name is not None and self.trigger != Trigger.EVENTBRIDGE:
             raise ValueError(
                 "an existing input bucket's notification configuration is its owner's: use "
@@ -230,11 +214,9 @@ class IdempotentEtl(pulumi.ComponentResource):
         # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
         # needs the 404: on the input, so a vanished version is dead-lettered with its
         # reason instead of retried as a denial; on the output where it looks for a
-        # published output (deterministic, HEAD needs s3:GetObject) or the crash fault for
-        # what it is about to write.
+        # published output (deterministic: HEAD needs s3:GetObject).
         listed, read_out = [input_arn], False
-        faulty = args.fault_injection != FaultInjection.NONE
-        if args.strategy == Strategy.DETERMINISTIC or faulty:
+        if args.strategy == Strategy.DETERMINISTIC:
             listed.append(output_arn)
             read_out = True
         # Outputs are PUT (or multipart-uploaded: s3:PutObject covers the upload's create,
@@ -246,8 +228,6 @@ class IdempotentEtl(pulumi.ComponentResource):
             allow(["s3:GetObject", "s3:GetObjectVersion"], [objects_in]),
             allow(["s3:GetObject", *written] if read_out else written, [objects_out]),
         ]
-        if faulty:  # it tells a first run from a retry by the uploads it left
-            statements.append(allow(["s3:ListBucketMultipartUploads"], [output_arn]))
         statements += [extra.statement() for extra in args.transform_statements or []]
         if args.kms_key_arns:
             # SSE-KMS: a GET decrypts; a PUT (and each multipart part) needs a data key.
@@ -260,7 +240,7 @@ class IdempotentEtl(pulumi.ComponentResource):
         statements.append(allow(recorded, [self.control_table.arn]))
         transform = handler_function(
             f"{name}-transform",
-            handler=FAULT_HANDLERS[args.fault_injection],
+            handler="exactly_once.handlers.etl.handler",
             statements=statements,
             environment={
                 **args.transform_environment,

@@ -7,12 +7,13 @@ import gzip
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from etl_transforms import csv_jsonl, jsonl_gzip
+from host_executor import lambda_wrappers
 
 from exactly_once.handlers import etl, runtime
 from exactly_once.handlers.errors import BadEvent, BadInput
@@ -40,6 +41,28 @@ def world(moto: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str
     monkeypatch.setattr(etl, "_POWERTOOLS", {})  # Powertools' wrapper holds the moto client
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "etl-test")
     yield {"queue": queue}
+
+
+class Killed(BaseException):
+    """What os._exit does to the sandbox."""
+
+
+@pytest.fixture
+def crash_after_write(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> Iterator[Callable[[], None]]:
+    """The e2e suite's crash fault (the host executor's wrapper), armed on demand on this
+    process's S3 client, raising Killed where the sandbox would die; disarmed after."""
+
+    def die() -> None:
+        raise Killed
+
+    monkeypatch.setattr(lambda_wrappers, "_die", die)
+    monkeypatch.setenv(lambda_wrappers.MARKS, str(tmp_path))
+    events = runtime.client("s3").meta.events
+    yield lambda: lambda_wrappers.arm_crash_after_write(events)
+    for event, unique_id in lambda_wrappers.HOOKS:
+        events.unregister(event, unique_id=unique_id)
 
 
 def settings(strategy: str, **changes: Any) -> etl.EtlSettings:
@@ -243,27 +266,18 @@ def test_deterministic_redelivery_stops_at_the_published_output(
 
 @pytest.mark.parametrize("strategy", ["deterministic", "conditional-write"])
 def test_the_crash_fault_kills_the_first_run_after_its_put_and_the_retry_finds_it_whole(
-    world: dict[str, str], monkeypatch: pytest.MonkeyPatch, strategy: str
+    crash_after_write: Callable[[], None], strategy: str
 ) -> None:
-    from exactly_once.handlers import fault_hooks
-
-    class Killed(BaseException):  # what os._exit would do to the sandbox
-        pass
-
-    def die() -> None:
-        raise Killed
-
-    monkeypatch.setattr(fault_hooks, "_die", die)
     config = settings(strategy)
-    event = notification(f"in/{fault_hooks.CRASH_MARK}.csv")
-    fault_hooks.arm_crash_after_write()  # after the upload: the fault is for the ETL's PUTs
+    event = notification(f"in/{lambda_wrappers.CRASH_MARK}.csv")
+    crash_after_write()  # after the upload: the fault is for the ETL's PUTs
     with pytest.raises(Killed):
         run(config, event, context("first"))
     assert len(outputs()) == 1  # one PUT, atomic: the output is whole
     # the redelivery does not crash (its key was written before) and finds it
     assert run(config, event, context("retry"))["results"][0]["status"] == "DUPLICATE"
     [output] = outputs()
-    assert output.startswith(f"out/in/{fault_hooks.CRASH_MARK}.csv.")
+    assert output.startswith(f"out/in/{lambda_wrappers.CRASH_MARK}.csv.")
     # an unmarked key never crashes
     other = run(config, notification("in/plain.csv"), context("other"))
     assert other["results"][0]["status"] == "WRITTEN"
@@ -408,20 +422,11 @@ def test_a_duplicate_multipart_completion_is_a_duplicate_and_its_parts_are_dropp
 
 
 def test_the_crash_fault_kills_a_run_mid_multipart_and_the_retry_publishes_once(
-    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    crash_after_write: Callable[[], None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from exactly_once.handlers import fault_hooks
-
-    class Killed(BaseException):
-        pass
-
-    def die() -> None:
-        raise Killed
-
-    monkeypatch.setattr(fault_hooks, "_die", die)
     config = settings("conditional-write")
-    event = notification(f"in/{fault_hooks.CRASH_MARK}-big.csv", big_csv(ROWS_OVER_TWO_PARTS))
-    fault_hooks.arm_crash_after_write()
+    event = notification(f"in/{lambda_wrappers.CRASH_MARK}-big.csv", big_csv(ROWS_OVER_TWO_PARTS))
+    crash_after_write()
     from exactly_once.handlers import s3_publish
 
     monkeypatch.setattr(s3_publish, "_abort", lambda *_: None)  # a killed run aborts nothing

@@ -76,6 +76,11 @@ def load_handler() -> tuple[Any, dict[str, Any] | None]:
     if handler is None:
         message = f"Handler '{function_name}' missing on module '{module_name}'"
         return None, {"errorMessage": message, "errorType": "Runtime.HandlerNotFound"}
+    wrapper = os.environ.get("HOST_EXECUTOR_WRAPPER")
+    if wrapper:  # a test stack's fault around the unchanged handler (lambda_wrappers.py)
+        import lambda_wrappers  # beside this script, so first on sys.path
+
+        return lambda_wrappers.wrap(handler, wrapper), None
     return handler, None
 
 
