@@ -71,7 +71,7 @@ def _json(text: str) -> Any:
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog=PROG,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or PROG).splitlines()[0],  # no docstrings under python -OO
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"example: {PROG} show --key order-7 {WORKFLOW}",
     )

@@ -1,11 +1,6 @@
 """The component package's host: Pulumi runs this (PulumiPlugin.yaml) when a program in any
 language uses the package (`pulumi package add <this repository>`; docs/pulumi-package.md)."""
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's packages
-
 from pulumi.provider.experimental import component_provider_host
 
 from exactly_once.components.package import COMPONENTS, NAME, VERSION

@@ -13,11 +13,14 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+NOT_SOURCE = (".git", ".venv", ".localstack", ".pulumi-local", "build", "node_modules")
+NOT_SOURCE += ("*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__")
 
 # A user's program run as `pulumi up` would, under mocks (no repository code imported):
 # it records each Lambda's code archive and every resource type.
@@ -62,18 +65,49 @@ def files(tree: Path) -> dict[str, int]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel built from this checkout, installed into a folder of its own."""
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel built from this checkout's sources."""
     work = tmp_path_factory.mktemp("wheel")
+    # From a copy without build output: setuptools reuses build/lib, which keeps a deleted
+    # module until cleaned, and the wheel would ship it.
+    source = work / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(*NOT_SOURCE))
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
     subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(ROOT)],
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(work / "dist"), str(source)],
         check=True,
     )
-    [wheel] = (work / "dist").glob("*.whl")
-    site = work / "site"
+    [built] = (work / "dist").glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, installed into a folder of its own."""
+    site = tmp_path_factory.mktemp("site")
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
     return site
+
+
+def test_the_wheel_is_one_namespace_of_exactly_the_source_folders_modules(wheel: Path) -> None:
+    from exactly_once.components.package import VERSION
+
+    names = zipfile.ZipFile(wheel).namelist()
+    # nothing takes a generic top-level name (`handlers`) from a user's code
+    assert {name.split("/")[0] for name in names} == {
+        "exactly_once",
+        f"pulumi_exactly_once-{VERSION}.dist-info",
+    }
+    # every module of the mapped folders, and nothing else (no stale or missing module)
+    sources = {"package": "", "components": "components/", "handlers": "handlers/", "ops": "ops/"}
+    expected = {
+        f"exactly_once/{inside}{path.name}"
+        for folder, inside in sources.items()
+        for path in (ROOT / folder).glob("*.py")
+    }
+    assert {name for name in names if name.endswith(".py")} == expected
+    assert "exactly_once/py.typed" in names
 
 
 def users_project(where: Path) -> Path:
@@ -158,10 +192,9 @@ def test_the_declared_minimums_have_what_the_code_uses() -> None:
     assert "IfNoneMatch" in shape.members
 
 
-def test_the_runtime_library_installs_alone_in_under_5_mb(installed: Path, tmp_path: Path) -> None:
+def test_the_runtime_library_installs_alone_in_under_5_mb(wheel: Path, tmp_path: Path) -> None:
     """What a Lambda of your own carries (`pip install --target`): the library and its
     declared dependencies (none: the Lambda runtime has boto3), no Pulumi."""
-    [wheel] = (installed.parent / "dist").glob("*.whl")
     target = tmp_path / "lambda"
     subprocess.run(
         [

@@ -173,7 +173,7 @@ def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
         ({"transform": "etl_transforms.csv_jsonl"}, "'package.module:function'"),
         ({"transform": "etl_transforms.absent:transform"}, "no etl_transforms/absent.py"),
         ({"transform_source": "examples/nowhere"}, "is not a folder"),
-        ({"transform_source": "."}, "'exactly_once' folder"),
+        ({"transform_source": "<a copy of the package>"}, "'exactly_once' folder"),
         ({"transform_environment": {"OUTPUT_BUCKET": "x"}}, "may not set"),
         ({"transform_environment": {"AWS_REGION": "x"}}, "may not set"),
         ({"part_size_mb": 4}, "at least 5"),
@@ -181,10 +181,12 @@ def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
     ],
 )
 def test_a_transform_that_cannot_be_run_is_refused_with_the_reason(
-    changes: dict[str, Any], message: str
+    changes: dict[str, Any], message: str, tmp_path: Path
 ) -> None:
-    if changes.get("transform_source") == ".":  # the repository root holds exactly_once/
-        changes = {**changes, "transform": "exactly_once.components.etl:IdempotentEtl"}
+    if changes.get("transform_source") == "<a copy of the package>":  # e.g. a vendored one
+        (tmp_path / "exactly_once").mkdir()
+        (tmp_path / "team.py").write_text("def transform(body, ref):\n    return body\n")
+        changes = {"transform_source": str(tmp_path), "transform": "team:transform"}
     with pytest.raises(ValueError, match=message):
         IdempotentEtlArgs(**changes)
 

@@ -313,35 +313,6 @@ class TypeScriptLiteral:
         return self.text[self.at]
 
 
-# -- the install ---------------------------------------------------------------------
-def test_the_wheel_installs_one_namespace_and_no_generic_top_level_names(
-    tmp_path: Path,
-) -> None:
-    import zipfile
-
-    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet"]
-    subprocess.run(
-        [*pip, "--wheel-dir", str(tmp_path), str(ROOT)],
-        check=True,
-        capture_output=True,
-    )
-    [wheel] = tmp_path.glob("*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    from exactly_once.components.package import VERSION
-
-    assert {name.split("/")[0] for name in names} == {
-        "exactly_once",
-        f"pulumi_exactly_once-{VERSION}.dist-info",
-    }
-    for module in (
-        "components/etl.py",
-        "components/package.py",
-        "handlers/etl.py",
-        "ops/checkpoints.py",
-    ):
-        assert f"exactly_once/{module}" in names
-
-
 SHIPPED_OR_USING = (
     "components",
     "handlers",

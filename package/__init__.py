@@ -6,6 +6,6 @@ generic top-level name (`handlers`, `components`) from a user's own code:
 - `exactly_once.handlers`: the Lambda-side code, which every function's zip carries under
   this same name (`exactly_once.handlers.etl.transform_once` in your own function);
 - `exactly_once.ops`: `python -m exactly_once.ops`, checkpoints and re-runs (pattern 4).
-In the repository these are the top-level folders `components/`, `handlers/` and `ops/`,
-linked here.
+In the repository this file is package/__init__.py and the subpackages are the top-level
+folders `components/`, `handlers/` and `ops/` (pyproject.toml maps them).
 """
