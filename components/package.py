@@ -2,13 +2,15 @@
 
 `provider/` hosts them (`pulumi package add <this repository>`, see
 docs/pulumi-package.md); the package's schema is inferred from the components' type
-annotations by `pulumi.provider.experimental`'s analyzer, so nothing generated is kept.
+annotations by `pulumi.provider.experimental`'s analyzer (plus which outputs are secret),
+so nothing generated is kept.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
@@ -17,6 +19,9 @@ from exactly_once.components.etl import IdempotentEtl
 from exactly_once.components.name_dedup import NameDedupStarter
 from exactly_once.components.resumable import ResumableWorkflow
 from exactly_once.components.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from pulumi.provider.experimental.component import ComponentProvider
 
 NAME = "exactly-once"  # the type tokens' package: exactly-once:index:<Component>
 # One place for the version: pyproject.toml, read from the installed distribution.
@@ -30,19 +35,38 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [
 ]
 
 
+# Outputs that carry a credential, by component: the schema marks them `secret`, so every
+# language's SDK and the engine keep them encrypted in state and out of logs. The
+# analyzer reads types only, with no marker for secrets; the values are Output.secret too.
+SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "ApiGatewayStarter": ("apiKey",),
+    "Scheduler": ("apiKey",),
+}
+
+
+def provider() -> ComponentProvider:
+    """The package's provider: pulumi's component provider, serving the analyzer's schema
+    with SECRET_OUTPUTS marked."""
+    from pulumi.provider.experimental.component import ComponentProvider
+
+    served = ComponentProvider(COMPONENTS, NAME, None, VERSION)
+    document = json.loads(served.schema or "{}")
+    for component, names in SECRET_OUTPUTS.items():
+        outputs = document["resources"][f"{NAME}:index:{component}"]["properties"]
+        for output in names:
+            outputs[output]["secret"] = True
+    served.schema = json.dumps(document)
+    return served
+
+
 def schema() -> dict[str, Any]:
     """The package schema, as the host serves it to `pulumi package add`."""
-    from pulumi.provider.experimental.analyzer import Analyzer
-    from pulumi.provider.experimental.schema import generate_schema
-
-    result = Analyzer(NAME).analyze(COMPONENTS)
-    generated = generate_schema(
-        NAME,
-        VERSION,
-        None,
-        result["component_definitions"],
-        result["type_definitions"],
-        sorted(result["dependencies"], key=lambda d: f"{d.name}{d.version}"),  # as the host does
-    )
-    document: dict[str, Any] = generated.to_json()
+    document: dict[str, Any] = json.loads(provider().schema or "{}")
     return document
+
+
+def serve(args: list[str]) -> None:
+    """Host the package: Pulumi runs provider/ with the engine's address (PulumiPlugin.yaml)."""
+    from pulumi.provider import main
+
+    main(provider(), args)

@@ -13,11 +13,13 @@ import typing
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
+from pulumi.runtime.sync_await import _sync_await
 
 from exactly_once.components.config import as_args
-from exactly_once.components.package import COMPONENTS, NAME, schema
+from exactly_once.components.package import COMPONENTS, NAME, SECRET_OUTPUTS, schema
 from tests.unit.pulumi_harness import ROOT, run
 
 SCHEMA = schema()
@@ -164,8 +166,22 @@ def test_another_languages_inputs_construct_the_component(component: type) -> No
         value = getattr(args, field.name)
         if field.name in ("timeout", "window_minutes", "part_size_mb", "throttle_burst_limit"):
             assert type(value) is int
-    mocks = run(lambda: component("from-another-language", mapped))
+    made: list[Any] = []
+    mocks = run(lambda: made.append(component("from-another-language", mapped)))
     assert [r for r in mocks.resources if r.custom]
+    # AND exactly its credential outputs are secrets: state and logs never hold them in clear
+    secret = set(SECRET_OUTPUTS.get(component.__name__, ()))
+    for name in SCHEMA["resources"][token(component)]["properties"]:
+        value = getattr(made[0], re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower())
+        if isinstance(value, pulumi.Output):
+            assert _sync_await(value.is_secret()) == (name in secret), name
+
+
+@pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
+def test_the_schema_marks_exactly_the_credential_outputs_secret(component: type) -> None:
+    outputs = SCHEMA["resources"][token(component)]["properties"]
+    marked = {name for name, spec in outputs.items() if spec.get("secret")}
+    assert marked == set(SECRET_OUTPUTS.get(component.__name__, ()))
 
 
 # -- the per-language examples --------------------------------------------------------
