@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -19,6 +20,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+COMPONENT_NAMES = (
+    "NameDedupStarter",
+    "ApiGatewayStarter",
+    "Scheduler",
+    "ResumableWorkflow",
+    "IdempotentEtl",
+)
 NOT_SOURCE = (".git", ".venv", ".localstack", ".pulumi-local", "build", "node_modules")
 NOT_SOURCE += ("*.egg-info", ".mypy_cache", ".ruff_cache", ".pytest_cache", "__pycache__")
 
@@ -49,7 +57,7 @@ class Mocks(pulumi.runtime.Mocks):
 
 pulumi.runtime.set_mocks(Mocks(), project="users-project", stack="dev", preview=False)
 
-async def program():
+def program():  # plain: pulumi 3.168 (our floor) calls it without awaiting
     runpy.run_path(sys.argv[1])
 
 _sync_await(run_pulumi_func(program))
@@ -119,16 +127,17 @@ def users_project(where: Path) -> Path:
     return project
 
 
-def run_program(site: Path, project: Path) -> dict:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(site),  # before the test venv's own (editable) install
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+def run_program(site: Path | None, project: Path, python: str = sys.executable) -> dict:
+    """The project's program under mocks, importing the package from `site` (a folder the
+    wheel was installed into) or else from `python`'s own environment."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)
+    if site is not None:
+        env["PYTHONPATH"] = str(site)  # before the test venv's own (editable) install
     env.pop("EXACTLY_ONCE_BUILD_DIR", None)
     (project / "runner.py").write_text(RUNNER)
     done = subprocess.run(
-        [sys.executable, "runner.py", "__main__.py"],
+        [python, "runner.py", "__main__.py"],
         cwd=project,
         env=env,
         capture_output=True,
@@ -148,13 +157,7 @@ def test_a_users_program_deploys_every_component_from_the_installed_wheel(
     result = run_program(installed, project)
     # THEN the installed package served it, every component was built
     assert Path(result["package"]).is_relative_to(installed)
-    for component in (
-        "NameDedupStarter",
-        "ApiGatewayStarter",
-        "Scheduler",
-        "ResumableWorkflow",
-        "IdempotentEtl",
-    ):
+    for component in COMPONENT_NAMES:
         assert f"exactly-once:index:{component}" in result["types"]
     # AND the function assets were built into the user's project, none into the install
     built = sorted((project / "build" / "lambda").glob("lambda-*.zip"))
@@ -178,18 +181,79 @@ def test_assets_are_byte_identical_from_the_repository_and_from_the_wheel(
     assert from_checkout in from_wheel.values()
 
 
-def test_the_declared_minimums_have_what_the_code_uses() -> None:
-    """pyproject's floors: the versions where the features the code calls arrived."""
+def floors() -> list[str]:
+    """The `pulumi` extra's dependencies pinned at their declared minimums (pyproject's
+    `>=` floors: the one place they are written)."""
     import tomllib
-
-    from botocore.session import get_session
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = project["optional-dependencies"]["pulumi"]
-    assert "boto3>=1.35.16" in declared  # S3 IfNoneMatch arrived in botocore 1.35.16
-    assert "pulumi>=3.168,<4" in declared  # the component provider host and analyzer
-    shape = get_session().get_service_model("s3").operation_model("PutObject").input_shape
-    assert "IfNoneMatch" in shape.members
+    pinned = [re.sub(r">=([^,;\s]+).*", r"==\1", requirement) for requirement in declared]
+    assert all("==" in pin for pin in pinned), declared  # every dependency has a floor
+    return pinned
+
+
+@pytest.fixture(scope="module")
+def at_minimums(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A fresh venv with the wheel and every dependency at its declared minimum: the
+    interpreter's path."""
+    venv = tmp_path_factory.mktemp("minimums") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    constraints = venv.parent / "constraints.txt"
+    constraints.write_text("\n".join(floors()) + "\n")
+    pip = [python, "-m", "pip", "--disable-pip-version-check", "--quiet", "install"]
+    subprocess.run([*pip, "-c", str(constraints), f"{wheel}[pulumi]"], check=True)
+    return python
+
+
+def test_at_the_minimum_versions_every_component_deploys_and_the_schema_is_the_same(
+    at_minimums: str, tmp_path: Path
+) -> None:
+    # GIVEN pulumi, pulumi-aws, boto3 and jmespath at pyproject's floors
+    versions = subprocess.run(
+        [at_minimums, "-m", "pip", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    found = {canonicalize_name(p["name"]): p["version"] for p in json.loads(versions.stdout)}
+    for pin in floors():
+        name, version = pin.split("==")
+        assert Version(found[canonicalize_name(name)]) == Version(version), pin
+    # WHEN a user's program uses every component, under mocks
+    result = run_program(None, users_project(tmp_path), python=at_minimums)
+    # THEN every component deploys with its functions
+    for component in COMPONENT_NAMES:
+        assert f"exactly-once:index:{component}" in result["types"]
+    assert len(result["archives"]) >= 5
+    # AND the package's schema (the analyzer of the oldest pulumi) has the same inputs
+    script = "import json; from exactly_once.components.package import schema; "
+    script += "print(json.dumps(schema()))"
+    oldest = subprocess.run(
+        [at_minimums, "-c", script], capture_output=True, text=True, check=True, cwd=tmp_path
+    )
+    from exactly_once.components.package import schema
+
+    def inputs(document: dict) -> dict[str, list[str]]:
+        resources = document["resources"].items()
+        return {token: sorted(spec["inputProperties"]) for token, spec in resources}
+
+    assert inputs(json.loads(oldest.stdout)) == inputs(schema())
+
+
+def test_the_oldest_boto3_has_the_conditional_writes_the_handlers_send(at_minimums: str) -> None:
+    # S3 PutObject/CompleteMultipartUpload IfNoneMatch arrived in botocore 1.35.16
+    script = """
+from botocore.session import get_session
+s3 = get_session().get_service_model("s3")
+for operation in ("PutObject", "CompleteMultipartUpload"):
+    assert "IfNoneMatch" in s3.operation_model(operation).input_shape.members, operation
+"""
+    subprocess.run([at_minimums, "-c", script], check=True)
 
 
 def test_the_runtime_library_installs_alone_in_under_5_mb(wheel: Path, tmp_path: Path) -> None:
