@@ -1,8 +1,10 @@
-"""Pattern 1: EventBridge -> starter Lambda -> StartExecution with a name derived from the event."""
+"""Pattern 1: EventBridge -> starter Lambda -> StartExecution with a name derived from the
+event (or, backend 'durable-function', an Invoke of a durable function named by it)."""
 
 # No `from __future__ import annotations`: the Pulumi package analyzer reads these
 # annotations as types (docs/pulumi-package.md).
 import dataclasses
+import re
 
 import pulumi
 import pulumi_aws as aws
@@ -23,27 +25,39 @@ from exactly_once.components.state_machines import (
     require_target,
     target_state_machine,
 )
-from exactly_once.handlers.executions import ReusePolicy
+from exactly_once.handlers.executions import Backend, ReusePolicy
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.runtime import LogLevel
 from exactly_once.handlers.settings import choice, encode
 from exactly_once.handlers.starter import StarterSettings
 
+# A durable function is invoked by version or alias (Lambda developer guide, durable
+# functions: "Invoke functions with version numbers or aliases"; an unqualified ARN fails).
+QUALIFIED_FUNCTION = re.compile(r"^arn:aws[a-z-]*:lambda:[^:]+:\d{12}:function:[\w-]+:[\w$-]+$")
+
 
 @dataclasses.dataclass
 class NameDedupStarterArgs:
-    """Either `bucket_name` or `event_pattern`; either `state_machine_arn` or `definition`."""
+    """Either `bucket_name` or `event_pattern`; for the step-functions backend (the
+    default) either `state_machine_arn` or `definition`, for the durable-function backend
+    `durable_function_arn`."""
 
     bucket_name: pulumi.Input[str] | None = None
     """Start on S3 "Object Created" events of this bucket (its EventBridge notifications on)."""
     event_pattern: pulumi.Input[str] | None = None
     """Or start on the events this EventBridge pattern (JSON) matches."""
+    backend: Defaulted[Backend] = Backend.STEP_FUNCTIONS
+    """What it starts: 'step-functions' (a STANDARD state machine's execution) or
+    'durable-function' (a Lambda durable function's execution; docs/choosing.md)."""
     state_machine_arn: pulumi.Input[str] | None = None
     """The STANDARD state machine to start (yours)."""
     state_machine_type: Defaulted[StateMachineType] = StateMachineType.STANDARD
     """The type of that state machine: STANDARD (EXPRESS cannot deduplicate by name)."""
     definition: pulumi.Input[str] | None = None
     """Or the ASL (JSON) of a STANDARD state machine for the component to create."""
+    durable_function_arn: pulumi.Input[str] | None = None
+    """The durable function to start (yours, backend 'durable-function'), by a qualified
+    ARN: a version or an alias."""
     key_strategy: Defaulted[str] = "object-key"
     """What names an execution: object-key, bucket-key-version, key-sequencer, event-id,
     or jmespath:<expression> (docs/name-dedup-starter.md)."""
@@ -69,12 +83,37 @@ class NameDedupStarterArgs:
             StateMachineType, self.state_machine_type, "state_machine_type"
         )
         self.reuse_policy = choice(ReusePolicy, self.reuse_policy, "reuse_policy")
+        self.backend = choice(Backend, self.backend, "backend")
         self.log_level = choice(LogLevel, self.log_level, "log_level")
         require_standard(self.state_machine_type, "NameDedupStarter")
         key_extractor(self.key_strategy)  # raises on an unknown strategy
         if (self.bucket_name is None) == (self.event_pattern is None):
             raise ValueError("give exactly one of bucket_name and event_pattern")
+        if self.backend == Backend.DURABLE_FUNCTION:
+            self._require_durable_function()
+            return
+        if self.durable_function_arn is not None:
+            raise ValueError("durable_function_arn is for backend='durable-function'")
         require_target(self.state_machine_arn, self.definition, "NameDedupStarter")
+
+    def _require_durable_function(self) -> None:
+        if self.state_machine_arn is not None or self.definition is not None:
+            raise ValueError(
+                "backend='durable-function' starts durable_function_arn: give no "
+                "state_machine_arn or definition"
+            )
+        arn = self.durable_function_arn
+        if arn is None:
+            raise ValueError(
+                "backend='durable-function' needs durable_function_arn (your durable "
+                "function's version or alias ARN)"
+            )
+        if isinstance(arn, str) and not QUALIFIED_FUNCTION.match(arn):
+            raise ValueError(
+                f"durable_function_arn {arn!r} must name a version or alias "
+                "(arn:aws:lambda:REGION:ACCOUNT:function:NAME:QUALIFIER): Lambda invokes "
+                "durable functions by qualified ARN"
+            )
 
 
 class NameDedupStarter(pulumi.ComponentResource):
@@ -87,8 +126,10 @@ class NameDedupStarter(pulumi.ComponentResource):
     """The starter function."""
     rule: aws.cloudwatch.EventRule
     """The EventBridge rule that invokes it."""
-    state_machine_arn: pulumi.Output[str]
-    """The state machine it starts."""
+    state_machine_arn: pulumi.Output[str] | None
+    """The state machine it starts (backend 'step-functions')."""
+    durable_function_arn: pulumi.Output[str] | None
+    """The durable function it starts (backend 'durable-function')."""
 
     def __init__(
         self,
@@ -103,19 +144,7 @@ class NameDedupStarter(pulumi.ComponentResource):
         )
         child = pulumi.ResourceOptions(parent=self)
 
-        self.state_machine_arn = target_state_machine(
-            name, args.state_machine_arn, args.definition, self
-        )
-        statements = [
-            allow(["states:StartExecution"], [self.state_machine_arn]),
-            # Once per cold start: the target must be STANDARD (handlers/starter.py).
-            allow(["states:DescribeStateMachine"], [self.state_machine_arn]),
-        ]
-        if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
-            # Only this policy asks how a taken name's execution ended.
-            executions = executions_of(self.state_machine_arn)
-            statements.append(allow(["states:DescribeExecution"], [executions]))
-
+        target, statements = self._target(name, args)
         self.dlq = dead_letter_queue(name, self)
         starter = handler_function(
             f"{name}-starter",
@@ -123,7 +152,8 @@ class NameDedupStarter(pulumi.ComponentResource):
             statements=statements,
             environment={
                 **StarterSettings.environment(
-                    state_machine_arn=self.state_machine_arn,
+                    backend=args.backend,
+                    target_arn=target,
                     key_strategy=args.key_strategy,
                     reuse_policy=args.reuse_policy,
                     hide_key=encode(args.hide_key),
@@ -152,8 +182,45 @@ class NameDedupStarter(pulumi.ComponentResource):
                 "ruleArn": self.rule.arn,
                 "dlqUrl": self.dlq.url,
                 "stateMachineArn": self.state_machine_arn,
+                "durableFunctionArn": self.durable_function_arn,
             }
         )
+
+    def _target(
+        self, name: str, args: NameDedupStarterArgs
+    ) -> tuple[pulumi.Output[str], list[dict[str, object]]]:
+        """The ARN the starter starts, and what its role may do with it."""
+        if args.backend == Backend.DURABLE_FUNCTION:
+            self.state_machine_arn = None
+            self.durable_function_arn = pulumi.Output.from_input(args.durable_function_arn or "")
+            function = self.durable_function_arn
+            statements = [
+                # Invoke is authorized on the qualified ARN it names.
+                allow(["lambda:InvokeFunction"], [function]),
+                # Once per cold start: the target must be durable (handlers/starter.py).
+                allow(["lambda:GetFunctionConfiguration"], [function]),
+            ]
+            if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
+                # Only this policy asks how a taken name's execution ended.
+                unqualified = function.apply(lambda arn: arn.rsplit(":", 1)[0])
+                statements.append(
+                    allow(["lambda:ListDurableExecutionsByFunction"], [unqualified, function])
+                )
+            return function, statements
+        self.durable_function_arn = None
+        self.state_machine_arn = target_state_machine(
+            name, args.state_machine_arn, args.definition, self
+        )
+        statements = [
+            allow(["states:StartExecution"], [self.state_machine_arn]),
+            # Once per cold start: the target must be STANDARD (handlers/starter.py).
+            allow(["states:DescribeStateMachine"], [self.state_machine_arn]),
+        ]
+        if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
+            # Only this policy asks how a taken name's execution ended.
+            executions = executions_of(self.state_machine_arn)
+            statements.append(allow(["states:DescribeExecution"], [executions]))
+        return self.state_machine_arn, statements
 
     @staticmethod
     def _event_pattern(args: NameDedupStarterArgs) -> pulumi.Input[str]:

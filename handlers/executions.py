@@ -1,4 +1,5 @@
-"""Start a Step Functions execution at most once per name, and say what happened.
+"""Start an execution at most once per name, and say what happened: a Step Functions
+execution (`start_once`) or a Lambda durable function's (`start_durable_once`).
 
 STANDARD state machines keep execution names unique for 90 days, so StartExecution
 with a derived name is an atomic "insert if absent": no table, no lock.
@@ -11,6 +12,13 @@ retry of the very call that started it (a Lambda retry keeps its request id), an
 concurrent twin always gets ExecutionAlreadyExists. No clocks are compared.
 Everything else (throttling, 5xx, timeouts) propagates so the event is redelivered;
 it is never reported as a duplicate.
+
+A durable function's Invoke takes the name as DurableExecutionName (64 characters of the
+same set), an idempotency key kept for the function's retention period (Lambda developer
+guide, durable functions, "Idempotency"): a new name starts an execution; the same name
+and payload while it runs returns that execution; any other payload raises
+DurableExecutionAlreadyStartedException. The same per-call request id makes a concurrent
+twin always the exception, so the same rules hold.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import json
 from typing import Any
 
 from exactly_once.handlers.errors import ClientError, aws_code
-from exactly_once.handlers.names import execution_name
+from exactly_once.handlers.names import DURABLE_MAX_NAME, execution_name
 from exactly_once.handlers.runtime import client
 from exactly_once.handlers.settings import choice
 
@@ -37,9 +45,28 @@ class ReusePolicy(enum.StrEnum):
     ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
 
 
+class Backend(enum.StrEnum):
+    """What a starter starts: a STANDARD state machine's execution, or a Lambda durable
+    function's (docs/choosing.md compares them)."""
+
+    STEP_FUNCTIONS = "step-functions"
+    DURABLE_FUNCTION = "durable-function"
+
+
 RETRYABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+DURABLE_RETRYABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "STOPPED"})
+DURABLE_ALREADY_STARTED = "DurableExecutionAlreadyStartedException"
 # Errors no redelivery can fix: the event goes to the DLQ instead of being retried.
-PERMANENT_ERRORS = frozenset({"InvalidName", "InvalidExecutionInput", "InvalidArn"})
+PERMANENT_ERRORS = frozenset(
+    {
+        "InvalidName",
+        "InvalidExecutionInput",
+        "InvalidArn",
+        # Invoke: a payload over the asynchronous limit, or a malformed request
+        "RequestTooLargeException",
+        "InvalidParameterValueException",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,3 +124,53 @@ def start_once(
             attempt += 1  # a deliberate re-run of a failed attempt: deterministic next name
             continue
         return Outcome(STARTED, name, response["executionArn"], attempt)
+
+
+def start_durable_once(
+    function_arn: str,
+    key: str,
+    document: dict[str, Any],
+    request_id: str,
+    reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE,
+    hide_key: bool = False,
+    lam: Any = None,
+) -> Outcome:
+    """start_once for a durable function (`function_arn`: a version or alias): an
+    asynchronous Invoke named by `key`, its payload `document` plus attempt and request id."""
+    reuse_policy = choice(ReusePolicy, reuse_policy, "reuse policy")
+    lam = lam or client("lambda")
+    attempt = 0
+    while True:
+        name = execution_name(key, attempt, hide_key, DURABLE_MAX_NAME)
+        payload = {**document, "attempt": attempt, "requestId": request_id}
+        try:
+            response = lam.invoke(
+                FunctionName=function_arn,
+                InvocationType="Event",
+                DurableExecutionName=name,
+                Payload=canonical_input(payload).encode(),
+            )
+        except ClientError as exc:
+            if aws_code(exc) != DURABLE_ALREADY_STARTED:
+                raise
+            if reuse_policy == ReusePolicy.REJECT_DUPLICATE:
+                return Outcome(DUPLICATE, name, "", attempt)
+            arn, status = durable_execution(lam, function_arn, name)
+            if status not in DURABLE_RETRYABLE_STATUSES:
+                return Outcome(DUPLICATE, name, arn, attempt, status)
+            attempt += 1  # a deliberate re-run of a failed attempt: deterministic next name
+            continue
+        return Outcome(STARTED, name, str(response.get("DurableExecutionArn", "")), attempt)
+
+
+def durable_execution(lam: Any, function_arn: str, name: str) -> tuple[str, str]:
+    """The ARN and status of the function's execution of this name ("" if none is kept)."""
+    parts = function_arn.split(":")  # arn:aws:lambda:REGION:ACCOUNT:function:NAME[:QUALIFIER]
+    qualifier = {"Qualifier": parts[7]} if len(parts) == 8 else {}
+    listed = lam.list_durable_executions_by_function(
+        FunctionName=":".join(parts[:7]), DurableExecutionName=name, **qualifier
+    )
+    for execution in listed.get("DurableExecutions", []):
+        if execution.get("DurableExecutionName") == name:
+            return str(execution["DurableExecutionArn"]), str(execution["Status"])
+    return "", ""

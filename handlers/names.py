@@ -1,4 +1,4 @@
-"""Step Functions execution names derived from event keys: the heart of name dedup.
+"""Execution names derived from event keys: the heart of name dedup.
 
 A name is a pure function of (key, attempt): the same event always maps to the same
 name, so a redelivery collides with the first execution instead of running twice.
@@ -9,6 +9,9 @@ characters CloudWatch accepts), otherwise ``<readable prefix>--<hash>``. A verba
 key that could be mistaken for either suffix is hashed too, so the mapping stays
 injective: two different (key, attempt) pairs never share a name, short of a
 collision of 80-bit SHA-256 prefixes.
+
+Step Functions takes names of up to 80 characters; Lambda durable functions'
+DurableExecutionName up to 64 of the same characters ([a-zA-Z0-9-_]): `limit` is which.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import re
 from exactly_once.handlers.errors import BadEvent
 
 MAX_NAME = 80  # Step Functions limit
+DURABLE_MAX_NAME = 64  # Lambda Invoke's DurableExecutionName limit
 MAX_ATTEMPT = 9999
 _SUFFIX_ROOM = len(f"-r{MAX_ATTEMPT}")
 MAX_BODY = MAX_NAME - _SUFFIX_ROOM
@@ -39,25 +43,28 @@ def readable(key: str) -> str:
     return _UNSAFE_RUN.sub("_", key)
 
 
-def name_body(key: str, hide: bool = False) -> str:
+def name_body(key: str, hide: bool = False, limit: int = MAX_NAME) -> str:
     if not key:
         raise BadEvent("the event key is empty")
     if hide:
         return f"{HIDDEN_PREFIX}--{key_hash(key)}"
-    if len(key) <= MAX_BODY and _SAFE.match(key) and not _RESERVED.search(key):
+    room = limit - _SUFFIX_ROOM
+    if len(key) <= room and _SAFE.match(key) and not _RESERVED.search(key):
         return key
-    prefix = readable(key)[: MAX_BODY - HASH_CHARS - 2]
+    prefix = readable(key)[: room - HASH_CHARS - 2]
     return f"{prefix}--{key_hash(key)}"
 
 
-def execution_name(key: str, attempt: int = 0, hide: bool = False) -> str:
-    """The execution name for this key and attempt (0 = first run)."""
+def execution_name(key: str, attempt: int = 0, hide: bool = False, limit: int = MAX_NAME) -> str:
+    """The execution name for this key and attempt (0 = first run), of at most `limit`
+    characters."""
     if not 0 <= attempt <= MAX_ATTEMPT:
         raise ValueError(f"attempt must be in 0..{MAX_ATTEMPT}, got {attempt}")
-    body = name_body(key, hide)
+    body = name_body(key, hide, limit)
     return body if attempt == 0 else f"{body}-r{attempt}"
 
 
-def is_valid_name(name: str) -> bool:
-    """Valid for StartExecution and for CloudWatch logging."""
-    return 1 <= len(name) <= MAX_NAME and bool(_SAFE.match(name))
+def is_valid_name(name: str, limit: int = MAX_NAME) -> bool:
+    """Valid for StartExecution (or, limit 64, Invoke's DurableExecutionName) and for
+    CloudWatch logging."""
+    return 1 <= len(name) <= limit and bool(_SAFE.match(name))

@@ -1,4 +1,5 @@
-"""Pattern 1, the name-dedup starter: EventBridge event -> StartExecution, exactly once.
+"""Pattern 1, the name-dedup starter: EventBridge event -> StartExecution, exactly once
+(or, with the durable-function backend, an Invoke named by DurableExecutionName).
 
 Configured by `StarterSettings` (set by components.NameDedupStarter), DLQ_URL, LOG_LEVEL.
 """
@@ -11,7 +12,13 @@ from collections.abc import Callable
 from typing import Any
 
 from exactly_once.handlers.errors import BadEvent, ClientError, aws_code
-from exactly_once.handlers.executions import PERMANENT_ERRORS, ReusePolicy, start_once
+from exactly_once.handlers.executions import (
+    PERMANENT_ERRORS,
+    Backend,
+    ReusePolicy,
+    start_durable_once,
+    start_once,
+)
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.names import key_hash
 from exactly_once.handlers.runtime import client, dead_letter, log, request_id
@@ -20,7 +27,8 @@ from exactly_once.handlers.settings import Settings
 
 @dataclasses.dataclass(frozen=True)
 class StarterSettings(Settings):
-    state_machine_arn: str
+    backend: Backend
+    target_arn: str  # the state machine, or the durable function's version or alias
     key_strategy: str  # see handlers.keys
     reuse_policy: ReusePolicy
     hide_key: bool
@@ -35,11 +43,19 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
 
 
 @functools.cache
-def workflow_type(state_machine_arn: str) -> str:
-    """The target's type, asked once per cold start (errors propagate: retried)."""
-    return str(
-        client("stepfunctions").describe_state_machine(stateMachineArn=state_machine_arn)["type"]
-    )
+def unusable(backend: Backend, target_arn: str) -> str | None:
+    """Why the target cannot deduplicate by name, or None; asked once per cold start
+    (errors propagate: retried)."""
+    if backend == Backend.DURABLE_FUNCTION:
+        configuration = client("lambda").get_function_configuration(FunctionName=target_arn)
+        if not configuration.get("DurableConfig"):
+            return f"{target_arn} is not a durable function: no name dedup"
+        return None
+    described = client("stepfunctions").describe_state_machine(stateMachineArn=target_arn)
+    if described["type"] != "STANDARD":
+        # EXPRESS keeps no execution names: the same name would start it again and again.
+        return f"{target_arn} is not a STANDARD state machine: no name dedup"
+    return None
 
 
 def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
@@ -49,16 +65,16 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     except BadEvent as exc:
         dead_letter(event, str(exc), event_id=event_id)
         return {"status": "REJECTED", "reason": str(exc)}
-    if workflow_type(config.state_machine_arn) != "STANDARD":
-        # EXPRESS keeps no execution names: the same name would start it again and again.
+    reason = unusable(config.backend, config.target_arn)
+    if reason is not None:
         # Every event waits in the DLQ, with the reason, to be redriven once it is fixed.
-        reason = f"{config.state_machine_arn} is not a STANDARD state machine: no name dedup"
         dead_letter(event, reason, event_id=event_id)
         return {"status": "REJECTED", "reason": reason}
+    starter = start_once if config.backend == Backend.STEP_FUNCTIONS else start_durable_once
     shown = {"key_hash": key_hash(key)} if config.hide_key else {"key": key}
     try:
-        outcome = start_once(
-            config.state_machine_arn,
+        outcome = starter(
+            config.target_arn,
             key,
             {"key": key, "event": event},
             request_id(context),
@@ -74,7 +90,7 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
         # (so does anything that is not an AWS error).
         log(
             "WARNING",
-            "StartExecution failed; the event will be retried",
+            "the start failed; the event will be retried",
             error=code,
             event_id=event_id,
             **shown,

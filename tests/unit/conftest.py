@@ -31,7 +31,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     runtime.client.cache_clear()
-    starter.workflow_type.cache_clear()
+    starter.unusable.cache_clear()
     yield
     runtime.client.cache_clear()
 

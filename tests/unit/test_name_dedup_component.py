@@ -13,7 +13,7 @@ WORKFLOW = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
 
 
 def deploy(**kwargs: object) -> object:
-    if "state_machine_arn" not in kwargs:
+    if "state_machine_arn" not in kwargs and "durable_function_arn" not in kwargs:
         kwargs["definition"] = WORKFLOW
     args = NameDedupStarterArgs(bucket_name="uploads", **kwargs)  # type: ignore[arg-type]
     return run(lambda: NameDedupStarter("nd", args))
@@ -66,7 +66,7 @@ def test_an_existing_state_machine_is_used_as_given() -> None:
     mocks = deploy(state_machine_arn=arn)
     assert mocks.of_type("aws:sfn/stateMachine:StateMachine") == []
     env = mocks.named("nd-starter").inputs["environment"]["variables"]
-    assert env["STATE_MACHINE_ARN"] == arn
+    assert (env["BACKEND"], env["TARGET_ARN"]) == ("step-functions", arn)
 
 
 def test_express_is_refused() -> None:
@@ -94,3 +94,49 @@ def test_a_starter_without_a_target_is_refused_naming_both_ways_to_give_one() ->
     with pytest.raises(ValueError, match="needs a target") as refused:
         NameDedupStarterArgs(bucket_name="b").validate()
     assert "state_machine_arn" in str(refused.value) and "definition" in str(refused.value)
+
+
+DURABLE = "arn:aws:lambda:us-east-1:123456789012:function:orders:live"
+
+
+@pytest.mark.parametrize("policy", ["REJECT_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY"])
+def test_the_durable_backend_may_invoke_only_its_function_version(policy: str) -> None:
+    # GIVEN the durable-function backend and a user's durable function, by alias
+    mocks = deploy(backend="durable-function", durable_function_arn=DURABLE, reuse_policy=policy)
+    # THEN no state machine is made or granted; the starter invokes that alias only
+    assert mocks.of_type("aws:sfn/stateMachine:StateMachine") == []
+    env = mocks.named("nd-starter").inputs["environment"]["variables"]
+    assert (env["BACKEND"], env["TARGET_ARN"]) == ("durable-function", DURABLE)
+    policy_doc = json.loads(mocks.named("nd-starter-policy").inputs["policy"])
+    by_action = {tuple(s["Action"]): s["Resource"] for s in policy_doc["Statement"]}
+    assert by_action[("lambda:InvokeFunction",)] == [DURABLE]
+    assert by_action[("lambda:GetFunctionConfiguration",)] == [DURABLE]
+    assert not [a for s in policy_doc["Statement"] for a in s["Action"] if a.startswith("states:")]
+    listed = by_action.get(("lambda:ListDurableExecutionsByFunction",))
+    if policy == "REJECT_DUPLICATE":
+        assert listed is None  # only the retry policy asks how an execution ended
+    else:
+        assert listed == [DURABLE.rsplit(":", 1)[0], DURABLE]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backend": "durable-function"}, "needs durable_function_arn"),
+        (
+            {"backend": "durable-function", "durable_function_arn": DURABLE.rsplit(":", 1)[0]},
+            "version or alias",
+        ),
+        (
+            {"backend": "durable-function", "durable_function_arn": DURABLE, "definition": {}},
+            "give no state_machine_arn or definition",
+        ),
+        ({"durable_function_arn": DURABLE, "definition": WORKFLOW}, "backend='durable-function'"),
+        ({"backend": "lambda", "definition": WORKFLOW}, "backend"),
+    ],
+)
+def test_a_durable_target_given_wrongly_is_refused_with_the_reason(
+    kwargs: dict, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        NameDedupStarterArgs(bucket_name="b", **kwargs).validate()

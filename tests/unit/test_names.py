@@ -9,6 +9,7 @@ import pytest
 
 from exactly_once.handlers.errors import BadEvent
 from exactly_once.handlers.names import (
+    DURABLE_MAX_NAME,
     HASH_CHARS,
     MAX_ATTEMPT,
     MAX_NAME,
@@ -51,13 +52,19 @@ def test_hidden_keys_reveal_nothing() -> None:
     assert name == f"h--{key_hash('alice@example.com')}"
 
 
-def test_every_name_is_valid_for_step_functions_and_cloudwatch() -> None:
+LIMITS = pytest.mark.parametrize(
+    "limit", [MAX_NAME, DURABLE_MAX_NAME], ids=["step-functions", "durable-function"]
+)
+
+
+@LIMITS
+def test_every_name_is_valid_for_its_service_and_cloudwatch(limit: int) -> None:
     for key in random_keys(2000):
         for attempt in (0, 1, MAX_ATTEMPT):
             for hide in (False, True):
-                name = execution_name(key, attempt, hide)
-                assert 1 <= len(name) <= MAX_NAME
-                assert is_valid_name(name), name
+                name = execution_name(key, attempt, hide, limit)
+                assert 1 <= len(name) <= limit
+                assert is_valid_name(name, limit), name
                 assert not set(name) & set(INVALID_CHARS)
 
 
@@ -68,7 +75,8 @@ def test_names_are_stable_across_runs() -> None:
     assert len(key_hash("x")) == HASH_CHARS
 
 
-def test_distinct_keys_and_attempts_never_share_a_name() -> None:
+@LIMITS
+def test_distinct_keys_and_attempts_never_share_a_name(limit: int) -> None:
     tricky = [
         "a-b",
         "a/b",
@@ -79,14 +87,16 @@ def test_distinct_keys_and_attempts_never_share_a_name() -> None:
         f"a_b--{key_hash('a/b')}",  # looks like the hashed name of "a/b"
         f"h--{key_hash('secret')}",  # looks like a hidden name
         "secret",
-        "x" * 74,
+        "x" * 58,  # the longest verbatim durable body
+        "x" * 59,
+        "x" * 74,  # the longest verbatim Step Functions body
         "x" * 75,
     ]
     keys = set(tricky + random_keys(3000, seed=11))
     seen: dict[str, tuple[str, int]] = {}
     for key in keys:
         for attempt in (0, 1, 2, 10):
-            name = execution_name(key, attempt)
+            name = execution_name(key, attempt, limit=limit)
             assert seen.setdefault(name, (key, attempt)) == (key, attempt), name
 
 
@@ -98,3 +108,12 @@ def test_an_empty_key_is_rejected() -> None:
 def test_attempt_out_of_range_is_rejected() -> None:
     with pytest.raises(ValueError, match="attempt"):
         execution_name("k", attempt=MAX_ATTEMPT + 1)
+
+
+def test_a_durable_name_keeps_a_short_key_and_hashes_what_step_functions_would_keep() -> None:
+    assert execution_name("order-123", limit=DURABLE_MAX_NAME) == "order-123"
+    key = "x" * 70  # verbatim for Step Functions (<= 74), too long for 64 with a suffix
+    assert execution_name(key) == key
+    durable = execution_name(key, attempt=MAX_ATTEMPT, limit=DURABLE_MAX_NAME)
+    assert durable.endswith(f"--{key_hash(key)}-r{MAX_ATTEMPT}")
+    assert len(durable) <= DURABLE_MAX_NAME

@@ -4,20 +4,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from types import SimpleNamespace
 
 import pytest
 
 from exactly_once.handlers import runtime, starter
+from exactly_once.handlers.executions import Backend, ReusePolicy
+from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.settings import SettingsError
 from exactly_once.handlers.starter import StarterSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine, s3_event
 
 
-def settings(machine: str, hide_key: bool = False) -> StarterSettings:
+def settings(
+    target: str,
+    hide_key: bool = False,
+    backend: Backend = Backend.STEP_FUNCTIONS,
+    reuse_policy: str = "REJECT_DUPLICATE",
+) -> StarterSettings:
     return StarterSettings(
-        state_machine_arn=machine,
+        backend=backend,
+        target_arn=target,
         key_strategy="object-key",
-        reuse_policy="REJECT_DUPLICATE",
+        reuse_policy=ReusePolicy(reuse_policy),
         hide_key=hide_key,
     )
 
@@ -78,7 +87,7 @@ def test_a_throttled_start_is_raised_for_redelivery_never_dead_lettered_or_count
     sent: list[str] = []
     monkeypatch.setattr(starter, "dead_letter", lambda *a, **k: sent.append("dlq"))
     sfn = runtime.client("stepfunctions")
-    monkeypatch.setattr(starter, "workflow_type", lambda arn: "STANDARD")
+    monkeypatch.setattr(starter, "unusable", lambda backend, arn: None)
     with Stubber(sfn) as stub:
         # The Stubber answers before botocore's retry loop, so this throttle surfaces at
         # once; the SDK's own retries are exercised through LocalStack (e2e test_faults).
@@ -108,19 +117,21 @@ def test_an_express_target_dead_letters_every_event_with_the_reason(
 
 def test_settings_come_from_the_environment_the_component_sets() -> None:
     env = StarterSettings.environment(
-        state_machine_arn="arn:m",
+        backend="durable-function",
+        target_arn="arn:f:1",
         key_strategy="object-key",
         reuse_policy="REJECT_DUPLICATE",
         hide_key="true",
     )
     assert env == {
-        "STATE_MACHINE_ARN": "arn:m",
+        "BACKEND": "durable-function",
+        "TARGET_ARN": "arn:f:1",
         "KEY_STRATEGY": "object-key",
         "REUSE_POLICY": "REJECT_DUPLICATE",
         "HIDE_KEY": "true",
     }
     assert StarterSettings.from_env(env) == StarterSettings(
-        "arn:m", "object-key", "REJECT_DUPLICATE", True
+        Backend.DURABLE_FUNCTION, "arn:f:1", "object-key", ReusePolicy.REJECT_DUPLICATE, True
     )
 
 
@@ -136,7 +147,8 @@ def test_a_missing_or_malformed_setting_fails_the_cold_start_by_name(
     change: dict[str, str | None], message: str
 ) -> None:
     env = {
-        "STATE_MACHINE_ARN": "arn:m",
+        "BACKEND": "step-functions",
+        "TARGET_ARN": "arn:m",
         "KEY_STRATEGY": "object-key",
         "REUSE_POLICY": "REJECT_DUPLICATE",
         "HIDE_KEY": "false",
@@ -153,5 +165,136 @@ def test_a_missing_or_malformed_setting_fails_the_cold_start_by_name(
 def test_the_component_cannot_forget_a_setting() -> None:
     with pytest.raises(SettingsError, match="hide_key"):
         StarterSettings.environment(
-            state_machine_arn="arn:m", key_strategy="object-key", reuse_policy="REJECT_DUPLICATE"
+            backend="step-functions",
+            target_arn="arn:m",
+            key_strategy="object-key",
+            reuse_policy="REJECT_DUPLICATE",
         )
+
+
+# -- the durable-function backend: Lambda's Invoke, asserted exactly with a Stubber ----
+FUNCTION = "arn:aws:lambda:us-east-1:123456789012:function:orders:live"
+DURABLE = {"FunctionName": FUNCTION, "DurableConfig": {"ExecutionTimeout": 900}}
+
+
+def durable_invoke(name: str, payload: dict) -> dict:
+    """The Invoke the starter must send for this name and payload."""
+    from exactly_once.handlers.executions import canonical_input
+
+    return {
+        "FunctionName": FUNCTION,
+        "InvocationType": "Event",
+        "DurableExecutionName": name,
+        "Payload": canonical_input(payload).encode(),
+    }
+
+
+def test_a_durable_backend_names_the_invoke_and_counts_a_redelivery_as_a_duplicate(
+    deployed: dict[str, str],
+) -> None:
+    from botocore.stub import Stubber
+
+    event = s3_event()  # its key: "uploads/in/a.csv"
+    config = settings(FUNCTION, backend=Backend.DURABLE_FUNCTION)
+    sent = {"key": "uploads/in/a.csv", "event": event, "attempt": 0}
+    with Stubber(runtime.client("lambda")) as stub:
+        # GIVEN a version of a durable function (asked once per cold start)
+        stub.add_response("get_function_configuration", DURABLE, {"FunctionName": FUNCTION})
+        # WHEN the event comes, and comes again (another delivery, another request id)
+        arn = f"{FUNCTION}/durable-execution/in_a_csv--x/1"
+        stub.add_response(
+            "invoke",
+            {"StatusCode": 202, "DurableExecutionArn": arn},
+            durable_invoke(
+                execution_name("uploads/in/a.csv", limit=64), {**sent, "requestId": "r1"}
+            ),
+        )
+        stub.add_client_error(
+            "invoke",
+            "DurableExecutionAlreadyStartedException",
+            http_status_code=409,
+            expected_params=durable_invoke(
+                execution_name("uploads/in/a.csv", limit=64), {**sent, "requestId": "r2"}
+            ),
+        )
+        first = starter.start(event, SimpleNamespace(aws_request_id="r1"), config)
+        second = starter.start(event, SimpleNamespace(aws_request_id="r2"), config)
+        stub.assert_no_pending_responses()
+    # THEN one execution started; the redelivery is a counted duplicate, nothing dead-lettered
+    assert (first["status"], first["execution_arn"]) == ("STARTED", arn)
+    assert second["status"] == "DUPLICATE"
+    assert dlq_messages(deployed["queue"]) == []
+
+
+def test_a_durable_backend_retries_a_failed_execution_under_the_next_name(
+    deployed: dict[str, str],
+) -> None:
+    from botocore.stub import Stubber
+
+    event = s3_event()
+    config = settings(
+        FUNCTION, backend=Backend.DURABLE_FUNCTION, reuse_policy="ALLOW_DUPLICATE_FAILED_ONLY"
+    )
+    name = execution_name("uploads/in/a.csv", limit=64)
+    sent = {"key": "uploads/in/a.csv", "event": event, "requestId": "r3"}
+    with Stubber(runtime.client("lambda")) as stub:
+        stub.add_response("get_function_configuration", DURABLE, {"FunctionName": FUNCTION})
+        stub.add_client_error(
+            "invoke",
+            "DurableExecutionAlreadyStartedException",
+            http_status_code=409,
+            expected_params=durable_invoke(name, {**sent, "attempt": 0}),
+        )
+        # GIVEN the name's execution failed: the policy allows a deliberate re-run
+        stub.add_response(
+            "list_durable_executions_by_function",
+            {
+                "DurableExecutions": [
+                    {
+                        "DurableExecutionArn": f"{FUNCTION}/durable-execution/{name}/1",
+                        "DurableExecutionName": name,
+                        "FunctionArn": FUNCTION,
+                        "Status": "FAILED",
+                        "StartTimestamp": 0,
+                    }
+                ]
+            },
+            {
+                "FunctionName": FUNCTION.rsplit(":", 1)[0],
+                "Qualifier": "live",
+                "DurableExecutionName": name,
+            },
+        )
+        stub.add_response(
+            "invoke",
+            {"StatusCode": 202, "DurableExecutionArn": "arn-r1"},
+            durable_invoke(f"{name}-r1", {**sent, "attempt": 1}),
+        )
+        outcome = starter.start(event, SimpleNamespace(aws_request_id="r3"), config)
+        stub.assert_no_pending_responses()
+    assert (outcome["status"], outcome["name"], outcome["attempt"]) == ("STARTED", f"{name}-r1", 1)
+
+
+def test_a_durable_backend_raises_a_throttle_for_redelivery_and_refuses_a_plain_function(
+    deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.exceptions import ClientError
+    from botocore.stub import Stubber
+
+    config = settings(FUNCTION, backend=Backend.DURABLE_FUNCTION)
+    with Stubber(runtime.client("lambda")) as stub:
+        stub.add_response("get_function_configuration", DURABLE, {"FunctionName": FUNCTION})
+        stub.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
+        # a throttle is never a duplicate and never dead-lettered: Lambda retries the event
+        with pytest.raises(ClientError, match="TooManyRequestsException"):
+            starter.start(s3_event(), SimpleNamespace(aws_request_id="r4"), config)
+    assert dlq_messages(deployed["queue"]) == []
+    # a plain (not durable) function would ignore the name: every event is dead-lettered
+    starter.unusable.cache_clear()
+    with Stubber(runtime.client("lambda")) as stub:
+        plain = {"FunctionName": FUNCTION}
+        stub.add_response("get_function_configuration", plain, {"FunctionName": FUNCTION})
+        result = starter.start(s3_event(), SimpleNamespace(aws_request_id="r5"), config)
+    assert result["status"] == "REJECTED"
+    [message] = dlq_messages(deployed["queue"])
+    assert "not a durable function" in message["reason"]
