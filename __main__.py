@@ -13,6 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from demo import workflow as demo_workflow
+from demo.durable import DemoDurableFunction
 from demo.steps import DemoSteps
 from demo.target import DemoTarget
 from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
@@ -96,6 +97,37 @@ if name_dedup_keys is not None:
             "functionName": keys_starter.function.name,
             "stateMachineArn": keys_starter.state_machine_arn,
             "dlqUrl": keys_starter.dlq.url,
+        },
+    )
+
+# A name-dedup starter with the durable-function backend: the uploads bucket's events start
+# a demo durable function (demo/durable.py), named by the event's key.
+name_dedup_durable = config.get_object("nameDedupDurable")
+if name_dedup_durable is not None:
+    durable_bucket = secure_bucket(
+        "durable-uploads", versioned=True, eventbridge=True, force_destroy=True, opts=opts
+    )
+    durable = DemoDurableFunction(name_dedup_durable.pop("demoDurableFunction"), opts)
+    durable_starter = NameDedupStarter(
+        "name-dedup-durable",
+        args_from_config(
+            NameDedupStarterArgs,
+            name_dedup_durable,
+            bucket_name=durable_bucket.bucket,
+            backend="durable-function",
+            durable_function_arn=durable.version_arn,
+        ),
+        opts,
+    )
+    pulumi.export(
+        "nameDedupDurable",
+        {
+            "bucket": durable_bucket.bucket,
+            "functionName": durable_starter.function.name,
+            "durableFunctionArn": durable.version_arn,
+            "durableFunctionName": durable.function.name,
+            "runsTable": durable.runs_table.name,
+            "dlqUrl": durable_starter.dlq.url,
         },
     )
 

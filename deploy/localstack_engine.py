@@ -423,8 +423,17 @@ def create_function(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outpu
             "LogFormat": logging_config.get("logFormat", "Text"),
             **({"LogGroup": logging_config["logGroup"]} if logging_config.get("logGroup") else {}),
         }
+    if durable := i.get("durableConfig"):
+        params["DurableConfig"] = {
+            "ExecutionTimeout": int(durable["executionTimeout"]),
+            "RetentionPeriodInDays": int(durable.get("retentionPeriod") or 14),
+        }
+    if i.get("publish"):
+        params["Publish"] = True
     lam = e.client("lambda")
-    arn = lam.create_function(**params)["FunctionArn"]
+    created = lam.create_function(**params)
+    arn = ":".join(created["FunctionArn"].split(":")[:7])  # unqualified, published or not
+    version = created.get("Version", "$LATEST") if i.get("publish") else "$LATEST"
     lam.get_waiter("function_active_v2").wait(FunctionName=function)
     if i.get("reservedConcurrentExecutions") not in (None, -1):
         lam.put_function_concurrency(
@@ -436,8 +445,8 @@ def create_function(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outpu
         "arn": arn,
         "name": function,
         "invokeArn": invoke_arn,
-        "qualifiedArn": f"{arn}:$LATEST",
-        "version": "$LATEST",
+        "qualifiedArn": f"{arn}:{version}",
+        "version": version,
     }
 
 

@@ -7,6 +7,11 @@ LS_FS=$LS_STATE/filesystem
 LS_URL=http://127.0.0.1:4566
 LS_PID=$LS_STATE/localstack.pid
 LS_LOG=$LS_STATE/localstack.log
+# AWS's local durable-execution runner (dex-local-runner), beside LocalStack: durable.py
+DEX_PORT=4590
+DEX_URL=http://127.0.0.1:$DEX_PORT
+DEX_PID=$LS_STATE/dex.pid
+DEX_LOG=$LS_STATE/dex.log
 
 ls_healthy() { curl -fsS --max-time 2 "$LS_URL/_localstack/health" >/dev/null 2>&1; }
 

@@ -46,6 +46,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
         self.resources.append(args)
         name = args.inputs.get("name") or args.name
+        version = "1" if args.inputs.get("publish") else "$LATEST"
         outputs = {
             **args.inputs,
             "arn": arn_of(args.typ, name),
@@ -57,6 +58,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             "rootResourceId": "root",
             "executionArn": f"arn:aws:execute-api:{REGION}:{ACCOUNT}:{args.name}",
             "invokeUrl": f"https://{args.name}.execute-api.{REGION}.amazonaws.com/v1",
+            # a function's version, as Lambda names it ("1" once published)
+            "qualifiedArn": f"{arn_of(args.typ, name)}:{version}",
         }
         return f"{args.name}-id", outputs
 

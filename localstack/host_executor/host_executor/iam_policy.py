@@ -28,7 +28,7 @@ import dataclasses
 import functools
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -224,13 +224,33 @@ def function_arn(name: str, qualifier: str | None, region: str, account: str) ->
     return arn
 
 
+# The ARN AWS authorizes a durable execution's calls on (function:NAME:VERSION/
+# durable-execution/NAME/ID) for an execution ARN as the local runner issues it; set by
+# durable.py, which records both.
+durable_execution_arn: Callable[[str], str] = lambda arn: arn  # noqa: E731
+# Authorized on the execution (Lambda developer guide, durable functions, security).
+_DURABLE_EXECUTION_ACTIONS = frozenset(
+    {
+        "CheckpointDurableExecution",
+        "GetDurableExecutionState",
+        "GetDurableExecution",
+        "GetDurableExecutionHistory",
+        "StopDurableExecution",
+    }
+)
+
+
 def _lambda(operation: str, p: Mapping[str, Any], region: str, account: str) -> list:
+    if operation in _DURABLE_EXECUTION_ACTIONS:
+        execution = durable_execution_arn(str(p.get("DurableExecutionArn", "")))
+        return [(f"lambda:{operation}", execution)]
     actions = {
         "Invoke": "InvokeFunction",
         "InvokeAsync": "InvokeFunction",
         "InvokeWithResponseStream": "InvokeFunction",
         "GetFunction": "GetFunction",
         "GetFunctionConfiguration": "GetFunctionConfiguration",
+        "ListDurableExecutionsByFunction": "ListDurableExecutionsByFunction",
     }
     if operation not in actions:
         raise Unmapped(f"lambda.{operation}")

@@ -1,0 +1,87 @@
+"""Pattern 1 with the durable-function backend on LocalStack (durable executions served by
+AWS's local runner, routed by localstack/host_executor/durable.py): S3 PutObject ->
+EventBridge -> the starter -> Invoke with DurableExecutionName -> a demo durable function
+that counts its key's executions (demo/durable.py). STORM_SIZE sets the storm (CI: 60;
+full size: STORM_SIZE=1000)."""
+
+from __future__ import annotations
+
+import os
+import random
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from tests import events
+from tests.clients import client, drain, eventually, invoke, invoke_raw, new_tag, steady
+
+STORM = int(os.environ.get("STORM_SIZE", "60"))
+
+
+@pytest.fixture
+def durable(stack: dict[str, Any]) -> dict[str, Any]:
+    return stack["nameDedupDurable"]
+
+
+def runs(durable: dict[str, Any], prefix: str) -> dict[str, int]:
+    """Executions that ran, per key under `prefix` (the demo function counts its own)."""
+    pages = client("dynamodb").get_paginator("scan").paginate(TableName=durable["runsTable"])
+    found = {}
+    for page in pages:
+        for item in page["Items"]:
+            key = item["pk"]["S"].removeprefix("runs#")
+            if key.startswith(prefix):
+                found[key] = int(item["runs"]["N"])
+    return found
+
+
+def durable_executions(durable: dict[str, Any]) -> list[dict[str, Any]]:
+    lam = client("lambda")
+    function, version = durable["durableFunctionArn"].rsplit(":", 1)
+    listed = lam.list_durable_executions_by_function(FunctionName=function, Qualifier=version)
+    return list(listed["DurableExecutions"])
+
+
+def test_an_upload_starts_one_durable_execution_and_a_redelivery_adds_none(
+    durable: dict[str, Any],
+) -> None:
+    # GIVEN an object uploaded (S3 -> EventBridge -> the starter, asynchronously)
+    tag = new_tag()
+    key = f"in/{tag}/a.csv"
+    put = client("s3").put_object(Bucket=durable["bucket"], Key=key, Body=b"x")
+    full = f"{durable['bucket']}/{key}"
+    # THEN the durable function ran once for it, under a name derived from the key
+    assert eventually(lambda: runs(durable, full), timeout=60) == {full: 1}
+    # WHEN the same event is delivered again (a redelivery: another request id)
+    event = events.eventbridge(durable["bucket"], key, put["VersionId"])
+    result = invoke(durable["functionName"], event)
+    # THEN it is a counted duplicate, and nothing runs again
+    assert result["status"] == "DUPLICATE", result
+    assert steady(lambda: runs(durable, full), seconds=3) == {full: 1}
+    names = [e["DurableExecutionName"] for e in durable_executions(durable)]
+    assert result["name"] in names and len(result["name"]) <= 64
+    assert drain(durable["dlqUrl"], wait=0) == []
+
+
+def test_storm_through_the_durable_backend(durable: dict[str, Any]) -> None:
+    # GIVEN STORM distinct objects' events
+    tag = new_tag()
+    bucket = durable["bucket"]
+    prefix = f"{bucket}/storm/{tag}/"
+    deliveries = [events.eventbridge(bucket, f"storm/{tag}/{i}", f"v{i}") for i in range(STORM)]
+    # WHEN they arrive with 30% redeliveries, shuffled, in concurrent bursts
+    rng = random.Random(7)
+    deliveries += rng.sample(deliveries, int(STORM * 0.3))
+    rng.shuffle(deliveries)
+    with ThreadPoolExecutor(10) as pool:
+        results = list(pool.map(lambda e: invoke_raw(durable["functionName"], e), deliveries))
+    # THEN every delivery was handled: STORM started, the rest duplicates
+    assert all(ok for ok, _ in results), [p for ok, p in results if not ok][:3]
+    statuses = [payload["status"] for _, payload in results]
+    assert statuses.count("STARTED") == STORM, statuses
+    assert statuses.count("DUPLICATE") == len(deliveries) - STORM
+    # AND every object's durable execution ran exactly once: none lost, none twice
+    eventually(lambda: len(runs(durable, prefix)) == STORM or None, timeout=120)
+    counted = steady(lambda: runs(durable, prefix), seconds=3)
+    assert sorted(counted.values()) == [1] * STORM
