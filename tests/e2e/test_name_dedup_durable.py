@@ -37,10 +37,19 @@ def runs(durable: dict[str, Any], prefix: str) -> dict[str, int]:
 
 
 def durable_executions(durable: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every execution of the demo durable function's version, page by page."""
     lam = client("lambda")
     function, version = durable["durableFunctionArn"].rsplit(":", 1)
-    listed = lam.list_durable_executions_by_function(FunctionName=function, Qualifier=version)
-    return list(listed["DurableExecutions"])
+    found: list[dict[str, Any]] = []
+    marker: dict[str, str] = {}
+    while True:
+        page = lam.list_durable_executions_by_function(
+            FunctionName=function, Qualifier=version, **marker
+        )
+        found += page["DurableExecutions"]
+        if not page.get("NextMarker"):
+            return found
+        marker = {"Marker": page["NextMarker"]}
 
 
 def test_an_upload_starts_one_durable_execution_and_a_redelivery_adds_none(
