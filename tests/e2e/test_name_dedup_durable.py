@@ -13,8 +13,19 @@ from typing import Any
 
 import pytest
 
+from exactly_once.handlers.names import DURABLE_MAX_NAME, execution_name
 from tests import events
-from tests.clients import client, drain, eventually, invoke, invoke_raw, new_tag, steady
+from tests.clients import (
+    client,
+    drain,
+    eventually,
+    fault,
+    invoke,
+    invoke_raw,
+    new_tag,
+    steady,
+)
+from tests.e2e.retries import retry_warning
 
 STORM = int(os.environ.get("STORM_SIZE", "60"))
 
@@ -94,3 +105,55 @@ def test_storm_through_the_durable_backend(durable: dict[str, Any]) -> None:
     eventually(lambda: len(runs(durable, prefix)) == STORM or None, timeout=120)
     counted = steady(lambda: runs(durable, prefix), seconds=3)
     assert sorted(counted.values()) == [1] * STORM
+
+
+def status_of(durable: dict[str, Any], key: str) -> str | None:
+    """The status of the durable execution named by `key` (bucket/key), None if none."""
+    name = execution_name(key, limit=DURABLE_MAX_NAME)
+    found = [e["Status"] for e in durable_executions(durable) if e["DurableExecutionName"] == name]
+    assert len(found) <= 1, found  # a name is one execution
+    return found[0] if found else None
+
+
+def test_a_sandbox_killed_after_a_step_is_replayed_from_its_checkpoint(
+    durable: dict[str, Any],
+) -> None:
+    # GIVEN an upload whose execution's sandbox dies right after its step, on the first
+    # invocation only (demo/durable_functions/durable_demo.py: 'crash-once')
+    tag = new_tag()
+    key = f"in/{tag}/crash-once.csv"
+    client("s3").put_object(Bucket=durable["bucket"], Key=key, Body=b"x")
+    full = f"{durable['bucket']}/{key}"
+    # THEN the runtime invokes it again and it ends SUCCEEDED: one execution, its step
+    # replayed from the checkpoint instead of run again
+    assert eventually(lambda: status_of(durable, full) == "SUCCEEDED" or None, timeout=120)
+    crashed = client("dynamodb").get_item(
+        TableName=durable["runsTable"], Key={"pk": {"S": f"crashed#{full}"}}
+    )
+    assert "Item" in crashed  # the fault did kill the first invocation
+    assert steady(lambda: runs(durable, full), seconds=2) == {full: 1}
+
+
+# botocore (standard mode, max_attempts=3) sends a call up to 4 times before it raises.
+SDK_ATTEMPTS = 4
+
+
+def test_a_throttled_start_is_retried_by_lambda_and_starts_once(durable: dict[str, Any]) -> None:
+    tag = new_tag()
+    drain(durable["dlqUrl"], wait=0)
+    # GIVEN Lambda throttles every SDK attempt of the starter's first Invoke for this key
+    # (its payload, unlike EventBridge's Invoke of the starter, carries a requestId)
+    starts = [tag, '"requestId"']
+    with fault("lambda.Invoke", "TooManyRequestsException", SDK_ATTEMPTS, starts) as injected:
+        # WHEN the object is uploaded
+        key = f"throttle/{tag}.csv"
+        client("s3").put_object(Bucket=durable["bucket"], Key=key, Body=b"x")
+        eventually(lambda: injected() == SDK_ATTEMPTS, timeout=60)
+        # THEN the starter raised (never a duplicate, never dead-lettered)...
+        warned = retry_warning(durable, tag)
+        assert "TooManyRequestsException" in warned and "will be retried" in warned
+    # ...AND Lambda's asynchronous retry started it, once
+    full = f"{durable['bucket']}/{key}"
+    assert eventually(lambda: runs(durable, full), timeout=150, interval=2) == {full: 1}
+    assert steady(lambda: runs(durable, full), seconds=3) == {full: 1}
+    assert [m for m in drain(durable["dlqUrl"], wait=0) if tag in str(m)] == []

@@ -16,6 +16,7 @@ API Gateway integrations and Step Functions tasks alike.
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 from typing import Any
@@ -56,14 +57,29 @@ def _rule(body: Any) -> dict[str, Any]:
     }
 
 
-def _take(operation: str, request: Any) -> dict[str, Any] | None:
+def _body(context: Any) -> bytes:
+    """The request's body, left readable for the service. A Lambda Invoke that LocalStack
+    makes itself (EventBridge's, S3's) carries its payload as a stream already parsed
+    into the service request: read it there and put it back."""
+    parsed = context.service_request
+    payload = parsed.get("Payload") if isinstance(parsed, dict) else None
+    if hasattr(payload, "read"):
+        data: bytes = payload.read()
+        parsed["Payload"] = io.BytesIO(data)
+        return data
+    if isinstance(payload, bytes | bytearray):
+        return bytes(payload)
+    return bytes(context.request.get_data())
+
+
+def _take(operation: str, context: Any) -> dict[str, Any] | None:
     """The armed rule this request trips, spending one of its `times`; None if none.
     The body is read only for an armed operation: reading a streamed body (an S3 upload)
     here would consume it before the service does."""
     with _lock:
         for rule in _rules:
             if rule["operation"] == operation and all(
-                text.encode() in request.get_data() for text in rule["contains"]
+                text.encode() in _body(context) for text in rule["contains"]
             ):
                 rule["times"] -= 1
                 rule["injected"] += 1
@@ -79,14 +95,14 @@ def inject_faults(chain: Any, context: Any, response: Any) -> None:
     from localstack.aws.api import CommonServiceException
 
     operation = f"{context.service.service_name}.{context.operation.name}"
-    rule = _take(operation, context.request)
+    rule = _take(operation, context)
     if rule is not None:
         LOG.info(
             "fault injected: %s %s (%d left): %.300r",
             operation,
             rule["error"],
             rule["times"],
-            context.request.get_data(),
+            _body(context),
         )
         raise CommonServiceException(
             rule["error"], rule["message"], status_code=rule["status"], sender_fault=True
@@ -122,6 +138,13 @@ def register_fault_injection() -> None:
     from localstack.http import Resource
     from localstack.services.internal import get_internal_apis
 
-    if inject_faults not in handlers.serve_custom_service_request_handlers.handlers:
-        handlers.serve_custom_service_request_handlers.append(inject_faults)
+    from host_executor.durable import serve_durable
+
+    chain = handlers.serve_custom_service_request_handlers.handlers
+    if inject_faults not in chain:
+        # Before the durable-functions handler, which answers some calls itself (durable.py
+        # appends itself: whichever hook runs first, faults come first).
+        chain.insert(
+            chain.index(serve_durable) if serve_durable in chain else len(chain), inject_faults
+        )
         get_internal_apis().add(Resource(PATH, FaultsResource()))
