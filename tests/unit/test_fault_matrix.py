@@ -8,7 +8,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX = ROOT / "docs" / "fault-matrix.md"
-PATTERNS = 5
+PATTERNS = 6  # the five, and pattern 1 with a durable function
 FAULTS = (
     "transient",
     "permanent",
