@@ -194,6 +194,7 @@ if resumable is not None:
     workflow = ResumableWorkflow(
         "resumable", args_from_config(ResumableWorkflowArgs, resumable, steps=demo.steps), opts
     )
+    assert workflow.state_machine is not None  # the step-functions backend
     pulumi.export(
         "resumable",
         {
@@ -201,6 +202,32 @@ if resumable is not None:
             "table": workflow.table.name,
             "counterTable": demo.counter_table.name,
             "steps": [step.name for step in demo.steps],
+        },
+    )
+
+# The same workflow as a Lambda durable function (backend 'durable-function').
+resumable_durable = config.get_object("resumableDurable")
+if resumable_durable is not None:
+    durable_steps = DemoSteps(
+        "resumable-durable-steps", list(resumable_durable.pop("demoSteps")), opts
+    )
+    durable_workflow = ResumableWorkflow(
+        "resumable-durable",
+        args_from_config(
+            ResumableWorkflowArgs,
+            resumable_durable,
+            steps=durable_steps.steps,
+            backend="durable-function",
+        ),
+        opts,
+    )
+    pulumi.export(
+        "resumableDurable",
+        {
+            "durableFunctionArn": durable_workflow.durable_function_arn,
+            "table": durable_workflow.table.name,
+            "counterTable": durable_steps.counter_table.name,
+            "steps": [step.name for step in durable_steps.steps],
         },
     )
 

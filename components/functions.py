@@ -12,6 +12,10 @@ import pulumi_aws as aws
 from exactly_once.components.lambda_asset import lambda_code
 
 RUNTIME = "python3.12"
+DURABLE_RUNTIME = "python3.13"  # the first Python runtime with durable functions
+# Packaged, as AWS recommends for production (Lambda developer guide, durable functions,
+# supported runtimes: the runtime's own copy is for testing and development).
+DURABLE_SDK = "aws-durable-execution-sdk-python>=3.0,<4"
 
 
 def assume_role_policy(service: str) -> pulumi.Output[str]:
@@ -95,6 +99,15 @@ def allow_eventbridge_to_queue(
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Durable:
+    """A durable function's DurableConfig: its executions' time limit and how long Lambda
+    keeps a finished one (and its name)."""
+
+    execution_timeout_seconds: int
+    retention_days: int
+
+
 @dataclasses.dataclass
 class HandlerFunction:
     function: aws.lambda_.Function
@@ -117,10 +130,12 @@ def handler_function(
     architecture: str = "x86_64",
     log_retention_days: int = 14,
     reserved_concurrency: int | None = None,
+    durable: Durable | None = None,
 ) -> HandlerFunction:
     """A function running `handlers.<module>.<fn>` (with `sources`' modules beside it), its
     log group and a role allowing only `statements`, its own log writes and (with
-    `dead_letter_arn`) its DLQ."""
+    `dead_letter_arn`) its DLQ. `durable`: a durable function (the SDK packaged, a published
+    version: `function.qualified_arn` is what to invoke)."""
     log_group = aws.cloudwatch.LogGroup(
         f"{name}-logs",
         retention_in_days=log_retention_days,
@@ -134,9 +149,11 @@ def handler_function(
     if dead_letter_arn is not None:
         own.append(allow(["sqs:SendMessage"], [dead_letter_arn]))
     role, ready = service_role(name, "lambda.amazonaws.com", [*statements, *own], parent)
+    if durable is not None:
+        requirements = (DURABLE_SDK, *requirements)
     function = aws.lambda_.Function(
         name,
-        runtime=RUNTIME,
+        runtime=RUNTIME if durable is None else DURABLE_RUNTIME,
         handler=handler,
         role=role.arn,
         code=lambda_code(requirements, sources, excludes, architecture),
@@ -153,6 +170,15 @@ def handler_function(
         logging_config=aws.lambda_.FunctionLoggingConfigArgs(
             log_format="Text", log_group=log_group.name
         ),
+        durable_config=(
+            aws.lambda_.FunctionDurableConfigArgs(
+                execution_timeout=durable.execution_timeout_seconds,
+                retention_period=durable.retention_days,
+            )
+            if durable is not None
+            else None
+        ),
+        publish=durable is not None,  # durable functions are invoked by version
         opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),
     )
     return HandlerFunction(function, role, log_group)

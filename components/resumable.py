@@ -1,9 +1,13 @@
-"""Pattern 4: a resumable workflow; a re-run from the top skips the steps that already succeeded."""
+"""Pattern 4: a resumable workflow; a re-run from the top skips the steps that already succeeded.
+
+A state machine (the default), or with backend 'durable-function' a Lambda durable
+function running the same steps over the same checkpoints (handlers/resumable_durable.py)."""
 
 # No `from __future__ import annotations`: the Pulumi package analyzer reads these
 # annotations as types (docs/pulumi-package.md).
 import dataclasses
 import json
+import re
 from typing import Any
 
 import pulumi
@@ -12,6 +16,7 @@ import pulumi_aws as aws
 from exactly_once.components import resumable_asl
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
+    Durable,
     allow,
     handler_function,
 )
@@ -19,8 +24,10 @@ from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
 from exactly_once.components.targets import ACTIONS
+from exactly_once.handlers.executions import Backend
 from exactly_once.handlers.resumable import ResumableSettings
-from exactly_once.handlers.settings import encode
+from exactly_once.handlers.resumable_durable import ResumableDurableSettings
+from exactly_once.handlers.settings import choice, encode
 from exactly_once.handlers.targets import TargetKind, kind_of
 
 
@@ -76,6 +83,10 @@ class ResumableWorkflowArgs:
     """A run's time limit (the state machine's TimeoutSeconds): a concurrent run of the key
     is refused while one runs, so this bounds how long a stuck run holds its key."""
 
+    backend: Defaulted[Backend] = Backend.STEP_FUNCTIONS
+    """'step-functions' (a state machine), or 'durable-function': a Lambda durable function
+    running the same steps over the same checkpoints (Lambda steps, key_path $.a.b)."""
+
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
 
@@ -83,6 +94,9 @@ class ResumableWorkflowArgs:
         self.validate()  # bad args fail where they are written, with the reason
 
     def validate(self) -> None:
+        self.backend = choice(Backend, self.backend, "backend")
+        if self.backend == Backend.DURABLE_FUNCTION:
+            self._validate_durable()
         placeholder = [resumable_asl.Step(step.name, "arn") for step in self.steps]
         resumable_asl.validate(placeholder, self.key_path)
         for step in self.steps:
@@ -92,6 +106,30 @@ class ResumableWorkflowArgs:
             if getattr(self, field) < 1:
                 raise ValueError(f"{field} must be at least 1, got {getattr(self, field)}")
 
+    def _validate_durable(self) -> None:
+        """What the durable form runs: Lambda steps with the SDK's retries, a dotted key."""
+        if not DOTTED.match(self.key_path):
+            raise ValueError(
+                f"backend='durable-function' reads key_path as $.field[.field...], "
+                f"got {self.key_path!r}"
+            )
+        for step in self.steps:
+            if step.retry:
+                raise ValueError(
+                    f"step {step.name!r}: retry rules are Step Functions'; the durable form "
+                    "retries a failed step with the durable-execution SDK's default strategy"
+                )
+            if isinstance(step.function, str):
+                kind = kind_of(step.function, f"step {step.name!r}'s target")
+                if kind != TargetKind.LAMBDA:
+                    raise ValueError(
+                        f"step {step.name!r}: backend='durable-function' runs Lambda steps "
+                        f"only, got a {kind.value} target"
+                    )
+
+
+DOTTED = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
+
 
 class ResumableWorkflow(pulumi.ComponentResource):
     """Pattern 4: a workflow with a DynamoDB checkpoint per business key; a re-run from the
@@ -99,10 +137,15 @@ class ResumableWorkflow(pulumi.ComponentResource):
 
     table: aws.dynamodb.Table
     """The checkpoints (TTL attribute `expires_at`)."""
-    state_machine: aws.sfn.StateMachine
-    """The workflow."""
-    checkpoint_function: aws.lambda_.Function
-    """Takes a key's lease and loads its checkpoint; marks it completed."""
+    state_machine: aws.sfn.StateMachine | None
+    """The workflow (backend 'step-functions')."""
+    checkpoint_function: aws.lambda_.Function | None
+    """Takes a key's lease and loads its checkpoint; marks it completed (the state
+    machine's; the durable function does it itself)."""
+    durable_function: aws.lambda_.Function | None
+    """The workflow (backend 'durable-function')."""
+    durable_function_arn: pulumi.Output[str] | None
+    """Its published version: invoke it with the input to run the workflow."""
 
     def __init__(
         self, name: str, args: ResumableWorkflowArgs, opts: pulumi.ResourceOptions | None = None
@@ -117,6 +160,14 @@ class ResumableWorkflow(pulumi.ComponentResource):
         self.table = key_table(
             f"{name}-checkpoints", self, ttl_attribute="expires_at", point_in_time_recovery=True
         )
+        self.state_machine = self.checkpoint_function = None
+        self.durable_function = self.durable_function_arn = None
+        if args.backend == Backend.DURABLE_FUNCTION:
+            self._durable(name, args)
+            self.register_outputs(
+                {"durableFunctionArn": self.durable_function_arn, "table": self.table.name}
+            )
+            return
         day = 24 * 3600
         checkpoint = handler_function(
             f"{name}-checkpoint",
@@ -191,4 +242,61 @@ class ResumableWorkflow(pulumi.ComponentResource):
                 "table": self.table.name,
                 "checkpointFunction": self.checkpoint_function.name,
             }
+        )
+
+    def _durable(self, name: str, args: ResumableWorkflowArgs) -> None:
+        """The workflow as a durable function (handlers/resumable_durable.py)."""
+        day = 24 * 3600
+        arns = [pulumi.Output.from_input(step.function) for step in args.steps]
+        workflow = handler_function(
+            f"{name}-workflow",
+            handler="exactly_once.handlers.resumable_durable.handler",
+            statements=[
+                allow(
+                    ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                    [self.table.arn],
+                ),
+                # each step's function with its qualified versions/aliases
+                allow(
+                    ["lambda:InvokeFunction"],
+                    [a for arn in arns for a in (arn, arn.apply(lambda x: f"{x}:*"))],
+                ),
+            ],
+            environment=ResumableDurableSettings.environment(
+                table=self.table.name,
+                steps=json.dumps([step.name for step in args.steps]),
+                step_functions=pulumi.Output.all(*arns).apply(json.dumps),
+                key_path=args.key_path,
+                checkpoint_ttl_seconds=encode(args.checkpoint_ttl_days * day),
+                retention_seconds=encode(args.completed_retention_days * day),
+            ),
+            timeout=900,  # one invocation runs steps until it checkpoints and returns
+            durable=Durable(args.timeout_seconds, min(90, args.completed_retention_days)),
+            parent=self,
+        )
+        self.durable_function = workflow.function
+        self.durable_function_arn = workflow.function.qualified_arn
+        # Its own executions: checkpoints, state, and (Load) whether a lease's holder still
+        # runs; on `function:NAME:*`, as the Lambda developer guide's durable-functions
+        # security page gives them (a policy of its own: it names the function).
+        executions = workflow.function.arn.apply(lambda arn: f"{arn}:*")
+        aws.iam.RolePolicy(
+            f"{name}-workflow-executions",
+            role=workflow.role.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        allow(
+                            [
+                                "lambda:CheckpointDurableExecution",
+                                "lambda:GetDurableExecutionState",
+                                "lambda:GetDurableExecution",
+                            ],
+                            [executions],
+                        )
+                    ],
+                }
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
         )

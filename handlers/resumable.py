@@ -1,4 +1,5 @@
-"""Pattern 4's checkpoint function: the Load and Finish of the resumable workflow.
+"""Pattern 4's checkpoint function: the Load and Finish of the resumable workflow (and
+the same functions for its durable-function form, handlers/resumable_durable.py).
 
 The state machine (components/resumable_asl.py) calls it twice per run:
 
@@ -30,8 +31,10 @@ from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import client, log
 from exactly_once.handlers.settings import Settings
 
-# What DescribeExecution answers for a lease holder that will never write again.
+# What DescribeExecution (a state machine's run) or GetDurableExecution (a durable
+# function's, handlers/resumable_durable.py) answers for a holder that will never write again.
 ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
+DURABLE_ENDED = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "STOPPED"})
 ATTEMPTS = 3  # takeovers race only with other runs of the same key
 
 
@@ -62,7 +65,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     raise ValueError(f"unknown action {event['action']!r}")
 
 
-def _entries(config: ResumableSettings, item: dict[str, Any]) -> dict[str, Any]:
+def entries(config: ResumableSettings, item: dict[str, Any]) -> dict[str, Any]:
     """Every step's entry ({} = not done), as the state machine's `$.results` holds them."""
     return {
         step: json.loads(item.get(attribute(step), {}).get("S", EMPTY)) for step in config.steps
@@ -98,6 +101,14 @@ def _claim(
 
 
 def _holder_ended(holder: str) -> bool:
+    if ":states:" not in holder:  # a durable execution's
+        try:
+            described = client("lambda").get_durable_execution(DurableExecutionArn=holder)
+        except ClientError as exc:
+            if aws_code(exc) == "ResourceNotFoundException":  # past the retention
+                return True
+            raise
+        return described["Status"] in DURABLE_ENDED
     try:
         status = client("stepfunctions").describe_execution(executionArn=holder)["status"]
     except ClientError as exc:
@@ -121,7 +132,7 @@ def load(
         )
         item = _claim(config, key, execution, now, free, **{":now": {"N": str(now)}})
         if item is not None:
-            return _entries(config, item)
+            return entries(config, item)
         found = ddb.get_item(TableName=config.table, Key={"pk": {"S": key}}, ConsistentRead=True)
         item = found.get("Item")
         if item is None:
@@ -143,14 +154,14 @@ def load(
             continue
         if "completed_at" in item:
             log("INFO", "key already completed: no step runs", key=key, execution=execution)
-            return _entries(config, item)
+            return entries(config, item)
         holder = item["lease"]["S"]
         if not _holder_ended(holder):
             raise KeyInProgress(f"key {key!r} is being run by {holder}; this run runs no step")
         taken = _claim(config, key, execution, now, "lease = :holder", **{":holder": {"S": holder}})
         if taken is not None:
             log("INFO", "lease taken over from an ended run", key=key, previous=holder)
-            return _entries(config, taken)
+            return entries(config, taken)
     raise KeyInProgress(f"key {key!r}: the lease changed hands {ATTEMPTS} times; try again")
 
 

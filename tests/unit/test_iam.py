@@ -73,6 +73,7 @@ def test_no_wildcard_actions_and_star_only_where_aws_allows_nothing_else(stack: 
 DURABLE_ACTIONS = {
     "lambda:CheckpointDurableExecution",
     "lambda:GetDurableExecutionState",
+    "lambda:GetDurableExecution",
     "lambda:ListDurableExecutionsByFunction",
 }
 

@@ -95,3 +95,65 @@ def test_bad_steps_are_refused_before_anything_is_created() -> None:
         ResumableWorkflowArgs([WorkflowStep("a", "x"), WorkflowStep("a", "y")]).validate()
     with pytest.raises(ValueError, match="completed_retention_days must be at least 1"):
         ResumableWorkflowArgs([WorkflowStep("a", ARN + "a")], completed_retention_days=0)
+
+
+def deploy_durable() -> object:
+    steps = [WorkflowStep("reserve", ARN + "reserve"), WorkflowStep("charge", ARN + "charge")]
+    args = ResumableWorkflowArgs(steps, "$.order.id", backend="durable-function")
+    return run(lambda: ResumableWorkflow("wf", args))
+
+
+def test_the_durable_backend_is_one_published_durable_function_and_no_state_machine() -> None:
+    world = deploy_durable()
+    assert world.of_type("aws:sfn/stateMachine:StateMachine") == []  # type: ignore[attr-defined]
+    function = world.named("wf-workflow")  # type: ignore[attr-defined]
+    assert function.inputs["handler"] == "exactly_once.handlers.resumable_durable.handler"
+    assert function.inputs["runtime"] == "python3.13" and function.inputs["publish"] is True
+    assert function.inputs["durableConfig"] == {"executionTimeout": 86400, "retentionPeriod": 7}
+    env = function.inputs["environment"]["variables"]
+    assert json.loads(env["STEP_FUNCTIONS"]) == [ARN + "reserve", ARN + "charge"]
+    assert env["KEY_PATH"] == "$.order.id"
+
+
+def test_the_durable_workflow_may_touch_its_table_its_steps_and_its_own_executions() -> None:
+    world = deploy_durable()
+    policy = json.loads(world.named("wf-workflow-policy").inputs["policy"])  # type: ignore[attr-defined]
+    by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
+    table = "arn:aws:dynamodb:us-east-1:123456789012:table/wf-checkpoints"
+    assert by_action[("dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")] == [table]
+    assert by_action[("lambda:InvokeFunction",)] == [
+        ARN + "reserve",
+        ARN + "reserve:*",
+        ARN + "charge",
+        ARN + "charge:*",
+    ]
+    own = json.loads(world.named("wf-workflow-executions").inputs["policy"])  # type: ignore[attr-defined]
+    [statement] = own["Statement"]
+    assert statement["Resource"] == [ARN + "wf-workflow:*"]
+    assert set(statement["Action"]) == {
+        "lambda:CheckpointDurableExecution",
+        "lambda:GetDurableExecutionState",
+        "lambda:GetDurableExecution",
+    }
+
+
+@pytest.mark.parametrize(
+    ("step", "key_path", "message"),
+    [
+        (WorkflowStep("s", "arn:aws:sqs:us-east-1:123456789012:q"), "$.id", "Lambda steps only"),
+        (WorkflowStep("s", ARN + "s", retry=[]), "$.items[0].id", r"\$\.field"),
+    ],
+)
+def test_what_the_durable_form_cannot_run_is_refused_with_the_reason(
+    step: WorkflowStep, key_path: str, message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        ResumableWorkflowArgs([step], key_path, backend="durable-function")
+
+
+def test_step_functions_retry_rules_are_refused_on_the_durable_form() -> None:
+    from exactly_once.components.resumable import StepRetry
+
+    step = WorkflowStep("s", ARN + "s", retry=[StepRetry(["Timeout"])])
+    with pytest.raises(ValueError, match="retry rules are Step Functions'"):
+        ResumableWorkflowArgs([step], "$.id", backend="durable-function")
