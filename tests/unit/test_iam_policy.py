@@ -240,3 +240,30 @@ def test_a_trust_policy_names_the_service_that_may_assume_the_role() -> None:
     assert decide(lam, "sts:AssumeRole", role, [], trust).allowed
     states = Principal(service="states.amazonaws.com")
     assert not decide(states, "sts:AssumeRole", role, [], trust).allowed
+
+
+def test_a_durable_execution_call_is_authorized_on_the_execution_arn_aws_gives_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN the local runner's opaque execution id, and the ARN AWS would give the execution
+    # (function:NAME:VERSION/durable-execution/NAME/ID), as durable.py records them
+    from host_executor import iam_policy
+
+    runner = "5b1c/9e2f"
+    aws = f"{FUNCTION}:3/durable-execution/order-7/9e2f"
+    monkeypatch.setattr(iam_policy, "durable_execution_arn", {runner: aws}.get)
+    for operation in ("CheckpointDurableExecution", "GetDurableExecutionState"):
+        assert needs("lambda", operation, DurableExecutionArn=runner) == [
+            (f"lambda:{operation}", aws)
+        ]
+    # THEN the role AWS documents for a durable function (function:NAME:*) is allowed, an
+    # unqualified function ARN never matches an execution
+    allowed = policy(allow(["lambda:CheckpointDurableExecution"], [f"{FUNCTION}:*"]))
+    unqualified = policy(allow(["lambda:CheckpointDurableExecution"], [FUNCTION]))
+    assert decide(ROLE, "lambda:CheckpointDurableExecution", aws, [allowed], None, {}).allowed
+    assert not decide(
+        ROLE, "lambda:CheckpointDurableExecution", aws, [unqualified], None, {}
+    ).allowed
+    assert needs("lambda", "ListDurableExecutionsByFunction", FunctionName="starter") == [
+        ("lambda:ListDurableExecutionsByFunction", FUNCTION)
+    ]
