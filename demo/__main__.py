@@ -24,6 +24,7 @@ from tests.clients import (
     ENDPOINT,
     api_executions,
     client,
+    durable_runs,
     execution_input,
     executions,
     fire_records,
@@ -118,6 +119,32 @@ def name_dedup(out: dict[str, Any], objects: int) -> Row:
             client("events").put_events(Entries=[s3.rebroadcast(event)])
         row.duplicates = 3 * len(events)
         row.produced = settle(lambda: len(executions(machine, tag)), objects)
+    return row
+
+
+def name_dedup_durable(out: dict[str, Any], objects: int) -> Row:
+    """Pattern 1 with the durable-function backend: each object's key runs the demo durable
+    function; produced = executions run (its runs table), duplicates would add to it."""
+    row = Row("1 ... durable function")
+    tag, bucket = new_tag(), out["bucket"]
+    prefix = f"{bucket}/demo/{tag}/"
+    versions = {}
+    for i in range(objects):
+        key = f"demo/{tag}/{i}.csv"
+        versions[key] = client("s3").put_object(Bucket=bucket, Key=key, Body=b"x")["VersionId"]
+    row.sent = objects
+
+    def ran() -> int:
+        return sum(durable_runs(out["runsTable"], prefix).values())
+
+    with Progress("name-dedup (durable function): first deliveries"):
+        settle(ran, objects, quiet=1)
+    events = [s3.eventbridge(bucket, key, version) for key, version in versions.items()]
+    with Progress("name-dedup (durable function): 3 concurrent redeliveries per event"):
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda e: invoke(out["functionName"], e), events * 3))
+        row.duplicates = 3 * len(events)
+        row.produced = settle(ran, objects)
     return row
 
 
@@ -239,6 +266,50 @@ def resumable(out: dict[str, Any], runs: int) -> Row:
     return row
 
 
+def resumable_durable(out: dict[str, Any], runs: int) -> Row:
+    """Pattern 4 as a durable function: the same failing-then-resumed runs, started by
+    named asynchronous invokes; a second start under the same name is Lambda's."""
+    row = Row("4 ... durable function")
+    lam = client("lambda")
+
+    def start(name: str, document: dict[str, Any]) -> str:
+        answer = lam.invoke(
+            FunctionName=out["durableFunctionArn"],
+            InvocationType="Event",
+            DurableExecutionName=name,
+            Payload=json.dumps(document),
+        )
+        return str(answer["DurableExecutionArn"])
+
+    def finish(arn: str) -> str:
+        while (status := lam.get_durable_execution(DurableExecutionArn=arn)["Status"]) == (
+            "RUNNING"
+        ):
+            time.sleep(0.5)
+        return str(status)
+
+    first_step, step_runs = out["steps"][0], 0
+    with Progress("resumable (durable function): runs failing at step 3, then re-runs"):
+        for _ in range(runs):
+            key = new_tag()
+            document = {"orderId": key, "failAt": out["steps"][2]}
+            failed = start(f"{key}-1", document)
+            row.duplicates += 1  # the same start again while it runs: the same execution
+            if start(f"{key}-1", document) != failed:
+                row.note = f"a duplicate start of {key} was not recognised"
+            finish(failed)
+            if finish(start(f"{key}-2", {"orderId": key})) != "SUCCEEDED":
+                row.note = f"re-run of {key} did not succeed"
+                continue
+            item = client("dynamodb").get_item(
+                TableName=out["counterTable"], Key={"pk": {"S": f"{key}#{first_step}"}}
+            )["Item"]
+            step_runs += int(item["calls"]["N"])
+    row.sent, row.produced = runs, step_runs
+    row.note = row.note or f"step '{first_step}' ran {step_runs} times for {runs} workflows"
+    return row
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="local")
@@ -253,9 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     denied_before = iam_report().get("totals", {}).get("denied", 0)
     rows = [
         name_dedup(out["nameDedup"], args.objects),
+        name_dedup_durable(out["nameDedupDurable"], args.objects),
         api_starter(out["apiStarter"], args.objects),
         scheduler(out["scheduler"], args.objects),
         resumable(out["resumable"], 3),
+        resumable_durable(out["resumableDurable"], 3),
         *[etl(name, etl_out, args.objects) for name, etl_out in sorted(out["etl"].items())],
     ]
     columns = ("sent", 6), ("dupes in", 10), ("produced", 10), ("suppressed", 12), ("lost", 6)

@@ -284,3 +284,15 @@ def iam_report() -> dict[str, Any]:
         if exc.code == 404:
             return {"mode": "off"}
         raise
+
+
+def durable_runs(runs_table: str, prefix: str) -> dict[str, int]:
+    """Executions the demo durable function ran (demo/durable.py), per key under `prefix`."""
+    pages = client("dynamodb").get_paginator("scan").paginate(TableName=runs_table)
+    found = {}
+    for page in pages:
+        for item in page["Items"]:
+            key = item["pk"]["S"].removeprefix("runs#")
+            if item["pk"]["S"].startswith("runs#") and key.startswith(prefix):
+                found[key] = int(item["runs"]["N"])
+    return found

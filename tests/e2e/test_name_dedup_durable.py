@@ -18,6 +18,7 @@ from tests import events
 from tests.clients import (
     client,
     drain,
+    durable_runs,
     eventually,
     fault,
     invoke,
@@ -37,14 +38,7 @@ def durable(stack: dict[str, Any]) -> dict[str, Any]:
 
 def runs(durable: dict[str, Any], prefix: str) -> dict[str, int]:
     """Executions that ran, per key under `prefix` (the demo function counts its own)."""
-    pages = client("dynamodb").get_paginator("scan").paginate(TableName=durable["runsTable"])
-    found = {}
-    for page in pages:
-        for item in page["Items"]:
-            key = item["pk"]["S"].removeprefix("runs#")
-            if key.startswith(prefix):
-                found[key] = int(item["runs"]["N"])
-    return found
+    return durable_runs(durable["runsTable"], prefix)
 
 
 def durable_executions(durable: dict[str, Any]) -> list[dict[str, Any]]:
