@@ -170,18 +170,26 @@ def handler_function(
         logging_config=aws.lambda_.FunctionLoggingConfigArgs(
             log_format="Text", log_group=log_group.name
         ),
-        durable_config=(
-            aws.lambda_.FunctionDurableConfigArgs(
-                execution_timeout=durable.execution_timeout_seconds,
-                retention_period=durable.retention_days,
-            )
-            if durable is not None
-            else None
-        ),
-        publish=durable is not None,  # durable functions are invoked by version
+        **_durable_inputs(durable),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),
     )
     return HandlerFunction(function, role, log_group)
+
+
+def _durable_inputs(durable: Durable | None) -> dict[str, Any]:
+    """A durable function's inputs: none for a plain one, so pulumi-aws releases before
+    durable functions (7.51) build every other function."""
+    if durable is None:
+        return {}
+    if not hasattr(aws.lambda_, "FunctionDurableConfigArgs"):
+        raise ValueError("backend='durable-function' needs pulumi-aws 7.51 or later")
+    return {
+        "durable_config": aws.lambda_.FunctionDurableConfigArgs(
+            execution_timeout=durable.execution_timeout_seconds,
+            retention_period=durable.retention_days,
+        ),
+        "publish": True,  # durable functions are invoked by version
+    }
 
 
 def invoke_from_rule(

@@ -25,8 +25,7 @@ from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
 from exactly_once.components.targets import ACTIONS
 from exactly_once.handlers.executions import Backend
-from exactly_once.handlers.resumable import ResumableSettings
-from exactly_once.handlers.resumable_durable import ResumableDurableSettings
+from exactly_once.handlers.resumable import ResumableDurableSettings, ResumableSettings
 from exactly_once.handlers.settings import choice, encode
 from exactly_once.handlers.targets import TargetKind, kind_of
 

@@ -46,6 +46,25 @@ class ResumableSettings(Settings):
     retention_seconds: int
 
 
+@dataclasses.dataclass(frozen=True)
+class ResumableDurableSettings(Settings):
+    """The durable form's settings (handlers/resumable_durable.py), here so its component
+    reads them without the durable-execution SDK."""
+
+    table: str
+    steps: list[str]
+    step_functions: list[str]  # each step's Lambda function ARN, in the order of `steps`
+    key_path: str  # $.field[.field...]: the business key in the input
+    checkpoint_ttl_seconds: int
+    retention_seconds: int
+
+    @property
+    def checkpoints(self) -> ResumableSettings:
+        return ResumableSettings(
+            self.table, self.steps, self.checkpoint_ttl_seconds, self.retention_seconds
+        )
+
+
 class KeyInProgress(Exception):
     """Another execution holds this key and is still running: this run executes no step.
     (The error name Step Functions shows is this class's name.)"""

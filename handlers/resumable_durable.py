@@ -25,7 +25,6 @@ Needs aws-durable-execution-sdk-python in the function (the component vendors it
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -44,25 +43,13 @@ from aws_durable_execution_sdk_python.retries import (
 from exactly_once.handlers import resumable
 from exactly_once.handlers.checkpoints import attribute
 from exactly_once.handlers.errors import ClientError, aws_code
-from exactly_once.handlers.resumable import KeyInProgress, LeaseLost, ResumableSettings
+from exactly_once.handlers.resumable import (
+    KeyInProgress,
+    LeaseLost,
+    ResumableDurableSettings,
+    ResumableSettings,
+)
 from exactly_once.handlers.runtime import client, log
-from exactly_once.handlers.settings import Settings
-
-
-@dataclasses.dataclass(frozen=True)
-class ResumableDurableSettings(Settings):
-    table: str
-    steps: list[str]
-    step_functions: list[str]  # each step's Lambda function ARN, in the order of `steps`
-    key_path: str  # $.field[.field...]: the business key in the input
-    checkpoint_ttl_seconds: int
-    retention_seconds: int
-
-    @property
-    def checkpoints(self) -> ResumableSettings:
-        return ResumableSettings(
-            self.table, self.steps, self.checkpoint_ttl_seconds, self.retention_seconds
-        )
 
 
 class StepFailed(Exception):

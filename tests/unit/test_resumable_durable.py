@@ -12,7 +12,8 @@ from aws_durable_execution_sdk_python.execution import InvocationStatus
 from aws_durable_execution_sdk_python_testing.runner import DurableFunctionTestRunner
 
 from exactly_once.handlers import resumable, resumable_durable, runtime
-from exactly_once.handlers.resumable_durable import ResumableDurableSettings, StepFailed
+from exactly_once.handlers.resumable import ResumableDurableSettings
+from exactly_once.handlers.resumable_durable import StepFailed
 
 STEPS = ["Reserve", "Charge", "Ship"]
 CONFIG = ResumableDurableSettings(
