@@ -32,7 +32,8 @@ from exactly_once.handlers.settings import choice, encode
 from exactly_once.handlers.starter import StarterSettings
 
 # A durable function is invoked by version or alias (Lambda developer guide, durable
-# functions: "Invoke functions with version numbers or aliases"; an unqualified ARN fails).
+# functions' best practices: "Invoke functions with version numbers or aliases"; Lambda's
+# maintainers: a qualified ARN is needed, aws-durable-execution-sdk-js discussion 499).
 QUALIFIED_FUNCTION = re.compile(r"^arn:aws[a-z-]*:lambda:[^:]+:\d{12}:function:[\w-]+:[\w$-]+$")
 
 

@@ -36,6 +36,7 @@ from tests.clients import (
     lateness,
     new_tag,
     scheduler_live,
+    step_calls,
 )
 
 
@@ -257,10 +258,7 @@ def resumable(out: dict[str, Any], runs: int) -> Row:
             if finish(done.execution_arn) != "SUCCEEDED":
                 row.note = f"re-run of {key} did not succeed"
                 continue
-            item = client("dynamodb").get_item(
-                TableName=out["counterTable"], Key={"pk": {"S": f"{key}#{first_step}"}}
-            )["Item"]
-            step_runs += int(item["calls"]["N"])
+            step_runs += step_calls(out["counterTable"], key, [first_step])[first_step]
     row.sent, row.produced = runs, step_runs
     row.note = row.note or f"step '{first_step}' ran {step_runs} times for {runs} workflows"
     return row
@@ -301,10 +299,7 @@ def resumable_durable(out: dict[str, Any], runs: int) -> Row:
             if finish(start(f"{key}-2", {"orderId": key})) != "SUCCEEDED":
                 row.note = f"re-run of {key} did not succeed"
                 continue
-            item = client("dynamodb").get_item(
-                TableName=out["counterTable"], Key={"pk": {"S": f"{key}#{first_step}"}}
-            )["Item"]
-            step_runs += int(item["calls"]["N"])
+            step_runs += step_calls(out["counterTable"], key, [first_step])[first_step]
     row.sent, row.produced = runs, step_runs
     row.note = row.note or f"step '{first_step}' ran {step_runs} times for {runs} workflows"
     return row

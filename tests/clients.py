@@ -296,3 +296,16 @@ def durable_runs(runs_table: str, prefix: str) -> dict[str, int]:
             if item["pk"]["S"].startswith("runs#") and key.startswith(prefix):
                 found[key] = int(item["runs"]["N"])
     return found
+
+
+def step_calls(counter_table: str, key: str, steps: Iterable[str]) -> dict[str, int]:
+    """How often each demo step ran for `key` (demo/functions/demo_steps.py counts them)."""
+    counts = {}
+    for step in steps:
+        item = (
+            client("dynamodb")
+            .get_item(TableName=counter_table, Key={"pk": {"S": f"{key}#{step}"}})
+            .get("Item")
+        )
+        counts[step] = int(item["calls"]["N"]) if item else 0
+    return counts

@@ -9,7 +9,7 @@ import pytest
 
 from exactly_once.components.resumable_asl import reference_transitions, transitions
 from exactly_once.ops.checkpoints import Checkpoints
-from tests.clients import ENDPOINT, client, eventually, new_tag, states_entered
+from tests.clients import ENDPOINT, client, eventually, new_tag, states_entered, step_calls
 
 
 @pytest.fixture
@@ -33,15 +33,7 @@ def finished(execution_arn: str) -> dict[str, Any]:
 
 
 def calls(workflow: dict[str, Any], key: str) -> dict[str, int]:
-    counts = {}
-    for step in workflow["steps"]:
-        item = (
-            client("dynamodb")
-            .get_item(TableName=workflow["counterTable"], Key={"pk": {"S": f"{key}#{step}"}})
-            .get("Item")
-        )
-        counts[step] = int(item["calls"]["N"]) if item else 0
-    return counts
+    return step_calls(workflow["counterTable"], key, workflow["steps"])
 
 
 def test_rerun_skips_the_steps_that_succeeded(workflow: dict[str, Any], ops: Checkpoints) -> None:

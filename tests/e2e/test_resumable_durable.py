@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from exactly_once.handlers.checkpoints import attribute
-from tests.clients import client, eventually, new_tag
+from tests.clients import client, eventually, new_tag, step_calls
 
 
 @pytest.fixture
@@ -42,15 +42,7 @@ def finished(execution_arn: str) -> dict[str, Any]:
 
 
 def calls(workflow: dict[str, Any], key: str) -> dict[str, int]:
-    counts = {}
-    for step in workflow["steps"]:
-        item = (
-            client("dynamodb")
-            .get_item(TableName=workflow["counterTable"], Key={"pk": {"S": f"{key}#{step}"}})
-            .get("Item")
-        )
-        counts[step] = int(item["calls"]["N"]) if item else 0
-    return counts
+    return step_calls(workflow["counterTable"], key, workflow["steps"])
 
 
 def checkpoint(workflow: dict[str, Any], key: str) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from typing import Any
 from localstack.runtime import hooks
 
 from host_executor import iam_policy
+from host_executor.faults import request_body
 
 LOG = logging.getLogger("localstack.exactly_once.durable")
 ENDPOINT = "EXACTLY_ONCE_DEX_ENDPOINT"
@@ -158,15 +159,11 @@ def _taken(execution: dict[str, Any] | None, retention_days: int) -> bool:
     return time.time() < _seconds(ended) + retention_days * DAY_S
 
 
-def start(context: Any, request: dict[str, Any]) -> tuple[str, str]:
-    """Start (or find, for the same name and payload) the execution an Invoke asks for:
-    (the runner's execution ARN, the version run)."""
-    qualified = iam_policy.function_arn(
-        request["FunctionName"], request.get("Qualifier"), context.region, context.account_id
-    )
+def start(context: Any, request: dict[str, Any], qualified: str) -> tuple[str, str]:
+    """Start (or find, for the same name and payload) the execution an Invoke of the
+    function `qualified` asks for: (the runner's execution ARN, the version run)."""
     config = REGISTRY.functions[_unqualified(qualified)]
-    payload = request.get("Payload") or b""
-    payload = payload.read() if hasattr(payload, "read") else payload
+    payload = request_body(context)
     name = request.get("DurableExecutionName") or str(uuid.uuid4())
     digest = hashlib.sha256(payload).hexdigest()
     version = _version(qualified)
@@ -255,7 +252,7 @@ def serve_durable(chain: Any, context: Any, response: Any) -> None:
         )
         if _unqualified(qualified) not in REGISTRY.functions:
             return
-        runner_arn, version = start(context, request)
+        runner_arn, version = start(context, request, qualified)
         headers = {"X-Amz-Durable-Execution-Arn": runner_arn, "X-Amz-Executed-Version": version}
         if request.get("InvocationType") == "Event":
             chain.respond(202, b"", headers)

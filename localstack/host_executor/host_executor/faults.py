@@ -57,7 +57,7 @@ def _rule(body: Any) -> dict[str, Any]:
     }
 
 
-def _body(context: Any) -> bytes:
+def request_body(context: Any) -> bytes:
     """The request's body, left readable for the service. A Lambda Invoke that LocalStack
     makes itself (EventBridge's, S3's) carries its payload as a stream already parsed
     into the service request: read it there and put it back."""
@@ -76,11 +76,13 @@ def _take(operation: str, context: Any) -> dict[str, Any] | None:
     """The armed rule this request trips, spending one of its `times`; None if none.
     The body is read only for an armed operation: reading a streamed body (an S3 upload)
     here would consume it before the service does."""
+    body: bytes | None = None  # read once, and only for an armed operation
     with _lock:
         for rule in _rules:
-            if rule["operation"] == operation and all(
-                text.encode() in _body(context) for text in rule["contains"]
-            ):
+            if rule["operation"] != operation:
+                continue
+            body = request_body(context) if body is None else body
+            if all(text.encode() in body for text in rule["contains"]):
                 rule["times"] -= 1
                 rule["injected"] += 1
                 if rule["times"] == 0:
@@ -102,7 +104,7 @@ def inject_faults(chain: Any, context: Any, response: Any) -> None:
             operation,
             rule["error"],
             rule["times"],
-            _body(context),
+            request_body(context),
         )
         raise CommonServiceException(
             rule["error"], rule["message"], status_code=rule["status"], sender_fault=True
