@@ -181,7 +181,9 @@ def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
                 }
             ],
         )
-        config = scheduler.SchedulerSettings("messages", "arn:unused", window_seconds=3600)
+        config = scheduler.SchedulerSettings(
+            "messages", "arn:unused", window_seconds=3600, late_tolerance_seconds=60
+        )
         ddb, now = runtime.client("dynamodb"), time.time()
         for i in range(far_future + due):
             at = now + (60 if i < due else 86400 * 30 + i)

@@ -229,6 +229,10 @@ class SchedulerArgs:
     """How often the sweep runs."""
     window_minutes: Defaulted[int] = 65
     """The sweep moves messages due within this window to STANDBY."""
+    late_tolerance_seconds: Defaulted[int] = 60
+    """A registration whose publishTime had passed when API Gateway received it, by at
+    most this many seconds, is accepted and fired at once, recorded as late (a client
+    slowed by a cold start or a burst loses nothing); older ones get 400."""
     stage_name: Defaulted[str] = "v1"
     """The API's stage."""
 
@@ -244,6 +248,10 @@ class SchedulerArgs:
         for channel, target in self.channels.items():
             if isinstance(target, str):  # an Output is checked when it resolves
                 kind_of(target, f"channel {channel!r}'s target")
+        if self.late_tolerance_seconds < 0:
+            raise ValueError(
+                f"late_tolerance_seconds must be 0 or more, not {self.late_tolerance_seconds}"
+            )
         if self.window_minutes < self.sweep_period_minutes:
             raise ValueError(
                 f"window_minutes ({self.window_minutes}) must be at least sweep_period_minutes "
@@ -287,6 +295,7 @@ class Scheduler(pulumi.ComponentResource):
             table=self.table.name,
             state_machine_arn=self.state_machine.arn,
             window_seconds=encode(args.window_minutes * 60),
+            late_tolerance_seconds=encode(args.late_tolerance_seconds),
         )
         self.dlq = dead_letter_queue(name, self)
         self.url, self.api_key = self._api(name, args, environment)

@@ -34,7 +34,6 @@ from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import address, kind_of
 
 STATUS_INDEX = "by-status"
-PAST_TOLERANCE_SECONDS = 5
 MAX_PARAMETERS_BYTES = 32 * 1024
 MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
 # The waiting execution wakes this many whole seconds early to claim the message and let
@@ -49,6 +48,9 @@ class SchedulerSettings(Settings):
     table: str
     state_machine_arn: str
     window_seconds: int
+    late_tolerance_seconds: int
+    """How far in the past a publish time may be when the request arrives: such a message
+    is accepted and fired at once, recorded as late (its lateness on arrival)."""
 
 
 class Status(StrEnum):
@@ -64,9 +66,10 @@ class Status(StrEnum):
 
 
 # -- validation ------------------------------------------------------------------------
-def publish_time(value: Any, now: float | None) -> float:
-    """Epoch seconds from a number or an ISO 8601 string with a time zone; within the
-    allowed range of `now` (None: any time, for a replay of a stored registration)."""
+def publish_time(value: Any, received: float | None, tolerance: float = 0) -> float:
+    """Epoch seconds from a number or an ISO 8601 string with a time zone; at most
+    `tolerance` seconds before `received`, when the request arrived (None: any time, for a
+    replay of a stored registration), and at most a STANDARD execution's life ahead."""
     if isinstance(value, bool) or value is None:
         raise BadEvent("publishTime is required: epoch seconds or ISO 8601 with a time zone")
     if isinstance(value, int | float):
@@ -83,16 +86,20 @@ def publish_time(value: Any, now: float | None) -> float:
         seconds = parsed.timestamp()
     else:
         raise BadEvent(f"publishTime must be a number or a string, not {type(value).__name__}")
-    if now is None:
+    if received is None:
         return seconds
-    if seconds < now - PAST_TOLERANCE_SECONDS:
-        raise BadEvent(f"publishTime is {now - seconds:.0f}s in the past")
-    if seconds > now + MAX_HORIZON_SECONDS:
+    if seconds < received - tolerance:
+        raise BadEvent(
+            f"publishTime is {received - seconds:.0f}s in the past when the request arrived; "
+            f"a late message is accepted (and fired at once) up to {tolerance:g}s late "
+            "(the scheduler's late_tolerance_seconds)"
+        )
+    if seconds > received + MAX_HORIZON_SECONDS:
         raise BadEvent("publishTime is more than 364 days ahead")
     return seconds
 
 
-def validate(body: Any, now: float | None) -> dict[str, Any]:
+def validate(body: Any, received: float | None, tolerance: float = 0) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadEvent("the body must be a JSON object")
     channel = body.get("channel")
@@ -103,7 +110,7 @@ def validate(body: Any, now: float | None) -> dict[str, Any]:
     if len(encoded.encode()) > MAX_PARAMETERS_BYTES:
         raise BadEvent(f"parameters are over {MAX_PARAMETERS_BYTES} bytes")
     return {
-        "publish_at": publish_time(body.get("publishTime"), now),
+        "publish_at": publish_time(body.get("publishTime"), received, tolerance),
         "channel": channel,
         "parameters": encoded,
     }
@@ -137,14 +144,21 @@ def register(
     idempotency_key: str | None = None,
     now: float | None = None,
     context: Any = None,
+    received: float | None = None,
 ) -> tuple[dict, bool]:
     """(message, created): a retried registration with the same key returns the first.
 
-    A message due within the window is started here (`start_soon`), so a near-term
+    A message is judged by when its request arrived (`received`: API Gateway's request
+    time), not by this handler's clock after a cold start or a queue of requests: one
+    whose publish time had passed on arrival, by up to the configured tolerance, is
+    accepted, fired at once (its Wait's timestamp has passed) and recorded as late. A
+    message due within the window is started here (`start_soon`), so a near-term
     message never waits for the stream; the stream's start is then a harmless duplicate."""
     now = time.time() if now is None else now
+    # Never judged later than this handler's clock (API Gateway's may run ahead of it).
+    received = now if received is None else min(received, now)
     try:
-        fields = validate(body, now)
+        fields = validate(body, received, config.late_tolerance_seconds)
     except BadEvent:
         # A client's retry may come after the publish time (a timeout, a slow network):
         # under its Idempotency-Key it still gets the message it registered.
@@ -161,7 +175,7 @@ def register(
         Status.STANDBY if fields["publish_at"] <= now + config.window_seconds else Status.RESERVED
     )
     fingerprint = _fingerprint(fields)
-    item = {
+    item: dict[str, Any] = {
         **message_key(message_id),
         "id": {"S": message_id},
         "status": {"S": status},
@@ -172,6 +186,8 @@ def register(
         "fingerprint": {"S": fingerprint},
         "created_at": {"N": f"{now:.3f}"},
     }
+    if fields["publish_at"] < received:
+        item["late_on_arrival"] = {"N": f"{received - fields['publish_at']:.3f}"}
     try:
         _ddb().put_item(
             TableName=config.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
@@ -235,6 +251,8 @@ def to_message(item: dict[str, Any]) -> dict[str, Any]:
     for name in ("fired_at", "error"):
         if name in item:
             message[name] = next(iter(item[name].values()))
+    if "late_on_arrival" in item:
+        message["lateOnArrival"] = float(item["late_on_arrival"]["N"])
     return message
 
 
@@ -367,6 +385,8 @@ def execution_input(image: dict[str, Any]) -> dict[str, Any]:
         "parameters": json.loads(image["parameters"]["S"]),
         "publishTime": publish_at,
     }
+    if "late_on_arrival" in image:  # accepted late: the target is told by how much
+        delivery["lateOnArrival"] = float(image["late_on_arrival"]["N"])
     return {
         **delivery,
         "targetArn": target,

@@ -4,7 +4,9 @@
                             (Idempotency-Key header: a retry returns the same message, 200)
     GET    /messages/{id}   -> 200 the message | 404
     DELETE /messages/{id}   -> 200 cancelled | 404 | 409 already firing or done
-Bad input -> 400 {"message": <why>}; nothing is stored.
+Bad input -> 400 {"message": <why>}; nothing is stored. A publish time is judged against
+when API Gateway received the request: up to the scheduler's late tolerance in the past
+is accepted and fired at once (`lateOnArrival` in the message).
 """
 
 from __future__ import annotations
@@ -29,6 +31,15 @@ def public(message: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k != "fingerprint"}
 
 
+def received_at(event: dict[str, Any]) -> float | None:
+    """When API Gateway received the request (the proxy event's `requestTimeEpoch`, in
+    milliseconds), or None outside API Gateway."""
+    epoch = (event.get("requestContext") or {}).get("requestTimeEpoch")
+    if isinstance(epoch, int | float) and not isinstance(epoch, bool) and epoch > 0:
+        return epoch / 1000
+    return None
+
+
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return serve(event, scheduler.SchedulerSettings.current(), context)
 
@@ -46,7 +57,11 @@ def serve(
             except json.JSONDecodeError as exc:
                 raise BadEvent(f"the body is not JSON: {exc.msg}") from None
             registered, created = scheduler.register(
-                config, body, headers.get("idempotency-key"), context=context
+                config,
+                body,
+                headers.get("idempotency-key"),
+                context=context,
+                received=received_at(event),
             )
             log(
                 "INFO",

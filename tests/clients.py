@@ -184,7 +184,7 @@ def keys(bucket: str, prefix: str) -> list[str]:
 
 
 def _fire_fields(item: dict[str, Any]) -> dict[str, float]:
-    fields = ("fires", "fired_at", "publish_time", "repeats")
+    fields = ("fires", "fired_at", "publish_time", "repeats", "late_on_arrival")
     return {k: float(item.get(k, {"N": "0"})["N"]) for k in fields}
 
 

@@ -42,12 +42,15 @@ def fire(config: TargetSettings, event: dict[str, Any]) -> dict[str, Any]:
         ddb.update_item(
             TableName=config.fires_table,
             Key={"pk": {"S": f"fired#{message_id}"}},
-            UpdateExpression="SET fires = :one, fired_at = :now, publish_time = :publish",
+            UpdateExpression="SET fires = :one, fired_at = :now, publish_time = :publish, "
+            "late_on_arrival = :late",
             ConditionExpression="attribute_not_exists(pk)",
             ExpressionAttributeValues={
                 ":one": {"N": "1"},
                 ":now": {"N": f"{now:.3f}"},
                 ":publish": {"N": str(event["publishTime"])},
+                # > 0: registered after its publish time had passed (accepted, fired at once)
+                ":late": {"N": str(event.get("lateOnArrival", 0))},
             },
         )
     except ddb.exceptions.ConditionalCheckFailedException:

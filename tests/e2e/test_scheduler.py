@@ -27,14 +27,28 @@ from tests.clients import (
 )
 
 LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in STANDBY
-# Lateness goals (p99 < 0.5 s idle) are shown by the benchmark and the main job's table; on a
-# shared 2-core CI machine a test asserts never early, fired once, by the clock function
-# (not the fallback Wait), and only this bound, which catches breakage, not slowness.
-BREAKAGE_SECONDS = 30.0
+# Lateness goals (p99 < 0.5 s idle) are shown by the benchmark and the main job's table. On a
+# shared 2-core CI machine no verdict here depends on the machine's speed: a test asserts
+# never early, fired once, nothing lost, and a breakage bound counted from when the message
+# could first fire: its publish time, or when its registration returned if that was later
+# (a registration slower than its lead is accepted late and fires at once).
+BREAKAGE_SECONDS = 60.0
 
 
 def post(scheduler: dict[str, Any], body: Any, **headers: str) -> tuple[int, Any]:
     return http("POST", scheduler["url"], body, {"x-api-key": scheduler["apiKey"], **headers})
+
+
+def post_timed(scheduler: dict[str, Any], body: Any, **headers: str) -> tuple[int, Any, float]:
+    """`post`, and when its answer came back (by this host's clock, the targets' clock)."""
+    status, answer = post(scheduler, body, **headers)
+    return status, answer, time.time()
+
+
+def overdue(record: dict[str, float], answered: float) -> float:
+    """Seconds from when a message could first fire (its publish time, or its registration's
+    answer if that came later) to its fire: what a breakage bound may judge."""
+    return record["fired_at"] - max(record["publish_time"], answered)
 
 
 def message(scheduler: dict[str, Any], message_id: str) -> tuple[int, Any]:
@@ -55,14 +69,17 @@ def at_run_time(body: Any) -> Any:
 
 def test_a_message_fires_once_at_its_time(scheduler: dict[str, Any]) -> None:
     publish = time.time() + LEAD
-    status, created = post(
+    status, created, answered = post_timed(
         scheduler, {"publishTime": publish, "channel": "demo", "parameters": {"n": 1}}
     )
     assert (status, created["status"]) == (201, "STANDBY")
-    record = eventually(lambda: fired(scheduler, created["id"]), timeout=LEAD + 20)
-    late = record["fired_at"] - publish  # by the target's own clock
-    # never early (a Wait may end a second early: the clock function holds it back)
-    assert 0 <= late < BREAKAGE_SECONDS, f"fired {late:.3f}s after its time"
+    record = eventually(
+        lambda: fired(scheduler, created["id"]), timeout=LEAD + BREAKAGE_SECONDS, interval=1
+    )
+    # never early (a Wait may end a second early: the clock function holds it back); the
+    # target's own clock
+    assert record["fired_at"] >= publish, f"fired {publish - record['fired_at']:.3f}s early"
+    assert overdue(record, answered) < BREAKAGE_SECONDS, record
     assert steady(lambda: fired(scheduler, created["id"])["fires"], seconds=2) == 1
     assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE")
 
@@ -84,7 +101,9 @@ def test_the_same_idempotency_key_registers_and_fires_once(scheduler: dict[str, 
         scheduler, {**body, "channel": "demo", "parameters": {"x": 1}}, **{"Idempotency-Key": key}
     )
     assert other[0] == 409
-    eventually(lambda: fired(scheduler, first[1]["id"]), timeout=LEAD + 20)
+    eventually(
+        lambda: fired(scheduler, first[1]["id"]), timeout=LEAD + BREAKAGE_SECONDS, interval=1
+    )
     assert steady(lambda: fired(scheduler, first[1]["id"])["fires"], seconds=2) == 1
     # a retry of the registration after it fired returns the same, DONE message: no new fire
     assert eventually(lambda: message(scheduler, first[1]["id"])[1]["status"] == "DONE")
@@ -97,9 +116,11 @@ def test_a_redelivered_stream_record_starts_nothing_new(
     scheduler: dict[str, Any], stack: dict[str, Any]
 ) -> None:
     # GIVEN a message whose execution the stream already started
-    status, created = post(scheduler, {"publishTime": time.time() + 30, "channel": "demo"})
+    # (due in 90 s, well inside the 2-minute window: it is cancelled long before its claim
+    # however slow the machine)
+    status, created = post(scheduler, {"publishTime": time.time() + 90, "channel": "demo"})
     assert status == 201
-    eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
+    eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]), timeout=60)
     # WHEN the same STANDBY record is delivered to the starter again
     item = client("dynamodb").get_item(
         TableName=scheduler["table"], Key={"pk": {"S": f"MESSAGE#{created['id']}"}}
@@ -113,9 +134,12 @@ def test_a_redelivered_stream_record_starts_nothing_new(
 
 
 def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
-    # a cancel must come before the claim, LEAD_SECONDS (and up to a Wait's second) ahead
-    ahead = LEAD + scheduler_handlers.LEAD_SECONDS + 1
-    status, created = post(scheduler, {"publishTime": time.time() + ahead, "channel": "demo"})
+    # a cancel must come before the claim, LEAD_SECONDS (and up to a Wait's second) ahead:
+    # a lead that a slow registration and listing cannot eat, then wait out the rest
+    ahead = 20.0
+    publish = time.time() + ahead
+    status, created = post(scheduler, {"publishTime": publish, "channel": "demo"})
+    assert status == 201
     [execution] = eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
     status, cancelled = http(
         "DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]}
@@ -127,7 +151,7 @@ def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
             sfn.describe_execution(executionArn=execution["executionArn"])["status"] != "RUNNING"
         )
     )
-    time.sleep(ahead)
+    time.sleep(max(0.0, publish - time.time()) + 3)
     assert fired(scheduler, created["id"]) is None
     # a second cancel is harmless; cancelling a fired message is a conflict
     assert (
@@ -238,50 +262,129 @@ def test_a_message_on_an_sqs_channel_is_delivered_to_the_queue_once(
 BURST = int(os.environ.get("SCHEDULER_BURST", "200"))
 
 
+def register_all(
+    scheduler: dict[str, Any], bodies: list[dict[str, Any]], clients: int
+) -> list[tuple[int, Any, float]]:
+    with ThreadPoolExecutor(max_workers=clients) as pool:
+        return list(pool.map(lambda b: post_timed(scheduler, b), bodies))
+
+
 def test_a_burst_of_messages_due_together_all_fire_exactly_once(scheduler: dict[str, Any]) -> None:
-    publish = time.time() + 10 + BURST * 0.15  # registration through API Gateway takes a while
+    # GIVEN 200 messages due within a second of each other, registered by 8 clients with a
+    # lead meant to cover the registrations (on a slow machine the last ones arrive late,
+    # and are accepted late: the verdict does not depend on which)
+    publish = time.time() + 10 + BURST * 0.15
     bodies = [
         {"publishTime": publish + (i % 5) * 0.2, "channel": "demo", "parameters": {"i": i}}
         for i in range(BURST)
     ]
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = list(pool.map(lambda b: post(scheduler, b), bodies))
-    assert [status for status, _ in answers] == [201] * BURST, answers
-    ids = [answer["id"] for _, answer in answers]
+    answers = register_all(scheduler, bodies, clients=8)
+    assert [status for status, _, _ in answers] == [201] * BURST, answers
+    answered = {answer["id"]: at for _, answer, at in answers}
+    # THEN every one fires exactly once, none early, none lost
     table = scheduler["firesTables"]["demo"]
     records = eventually(
-        lambda: len(found := fire_records(table, ids)) == BURST and found, timeout=240, interval=3
+        lambda: len(found := fire_records(table, answered)) == BURST and found,
+        timeout=max(publish - time.time(), 0) + 300,
+        interval=3,
     )
     assert [r["fires"] for r in records.values()] == [1] * BURST
     late = lateness(records.values())
     repeats = sum(r["repeats"] for r in records.values())  # retried invokes suppressed
-    print(json.dumps({"messages": BURST, **late, "repeats": repeats}))
+    accepted_late = sum(1 for _, answer, _ in answers if "lateOnArrival" in answer)
+    print(json.dumps({"messages": BURST, **late, "repeats": repeats, "late": accepted_late}))
     assert late["min"] >= 0, "a message fired before its time"
-    assert late["max"] < 120  # measured here: see benchmarks/README.md
+    worst = max(overdue(r, answered[i]) for i, r in records.items())
+    assert worst < 240, f"a message fired {worst:.0f}s after it could (breakage, not load)"
+
+
+def test_a_burst_registered_slower_than_its_lead_is_accepted_late_and_fires_once(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN messages due 1 s from now, registered by 4 clients: the first half before the due
+    # time (if the machine is quick), the second half certainly after it
+    count = 40
+    publish = time.time() + 1
+    bodies = [
+        {"publishTime": publish, "channel": "demo", "parameters": {"i": i}} for i in range(count)
+    ]
+    first = register_all(scheduler, bodies[: count // 2], clients=4)
+    time.sleep(max(0.0, publish + 0.5 - time.time()))
+    second = register_all(scheduler, bodies[count // 2 :], clients=4)
+    answers = first + second
+    # THEN every registration is accepted (none refused: nothing lost), the late ones
+    # recorded as late by how long after the due time their request arrived
+    assert [status for status, _, _ in answers] == [201] * count, answers
+    for _, answer, _ in second:
+        assert answer["status"] == "STANDBY"
+        assert answer["lateOnArrival"] >= 0.5 - 0.05, answer  # API Gateway's clock: ms
+    ids = [answer["id"] for _, answer, _ in answers]
+    # AND every one fires exactly once, never before its time, at once if it came late
+    table = scheduler["firesTables"]["demo"]
+    records = eventually(
+        lambda: len(found := fire_records(table, ids)) == count and found, timeout=180, interval=2
+    )
+    assert [r["fires"] for r in records.values()] == [1] * count
+    assert lateness(records.values())["min"] >= 0, "a message fired before its time"
+    for _, answer, at in second:
+        record = records[answer["id"]]
+        assert record["late_on_arrival"] == answer["lateOnArrival"]  # the target is told
+        assert overdue(record, at) < BREAKAGE_SECONDS, record
+    # AND each ends DONE, its lateness on arrival readable by GET
+    for _, answer, _ in second[:3]:
+        final = eventually(
+            lambda a=answer: (m := message(scheduler, a["id"])[1])["status"] == "DONE" and m
+        )
+        assert final["lateOnArrival"] == answer["lateOnArrival"]
+
+
+def test_a_registration_past_the_late_tolerance_is_400_and_stores_nothing(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN a message due 61 s before now: past the scheduler's 60 s tolerance on arrival
+    key = new_tag()
+    body = {"publishTime": time.time() - 61, "channel": "demo"}
+    status, answer = post(scheduler, body, **{"Idempotency-Key": key})
+    # THEN a 400 that names the tolerance, and no message under the key's id
+    assert status == 400
+    assert "in the past" in answer["message"] and "60s" in answer["message"], answer
+    assert message(scheduler, scheduler_handlers.message_id_for(key))[0] == 404
+    # AND one 30 s late is accepted, fired at once, recorded as late
+    status, created, answered = post_timed(scheduler, {**body, "publishTime": time.time() - 30})
+    assert (status, created["status"]) == (201, "STANDBY")
+    assert created["lateOnArrival"] >= 30 - 0.05
+    record = eventually(lambda: fired(scheduler, created["id"]), timeout=BREAKAGE_SECONDS)
+    assert record["fires"] == 1 and overdue(record, answered) < BREAKAGE_SECONDS
 
 
 def test_idle_messages_at_whole_and_fractional_times_fire_on_the_dot(
     scheduler: dict[str, Any],
 ) -> None:
-    # Ten messages a third of a second apart from a whole second: whole, .33 and .67.
-    publish = math.ceil(time.time()) + LEAD + scheduler_handlers.LEAD_SECONDS
-    ids = []
+    # Ten messages a third of a second apart from a whole second: whole, .33 and .67; due
+    # well after their registrations (on a slow machine a late one is accepted late and
+    # fires at once: still never early, once, by the clock function)
+    publish = math.ceil(time.time()) + 12 + scheduler_handlers.LEAD_SECONDS
+    answered: dict[str, float] = {}
     for i in range(10):
-        status, created = post(
+        status, created, at = post_timed(
             scheduler, {"publishTime": publish + i / 3, "channel": "demo", "parameters": {"i": i}}
         )
         assert status == 201
-        ids.append(created["id"])
+        answered[created["id"]] = at
     table = scheduler["firesTables"]["demo"]
-    records = eventually(lambda: len(found := fire_records(table, ids)) == 10 and found, 40)
+    records = eventually(
+        lambda: len(found := fire_records(table, answered)) == 10 and found,
+        timeout=max(publish - time.time(), 0) + BREAKAGE_SECONDS,
+        interval=1,
+    )
     assert [r["fires"] for r in records.values()] == [1] * 10
     late = lateness(records.values())
     print(json.dumps({"idle": 10, **late}))
     assert late["min"] >= 0, "a message fired before its time"
-    assert late["max"] < BREAKAGE_SECONDS, late
+    assert max(overdue(r, answered[i]) for i, r in records.items()) < BREAKAGE_SECONDS, late
     # each fired by the clock function, none by the fallback Wait
     machine = scheduler["stateMachineArn"]
-    for message_id in ids:
+    for message_id in answered:
         [execution] = executions(machine, message_id)
         arn = execution["executionArn"]
         entered = eventually(lambda a=arn: (e := states_entered(a))[-1:] == ["MarkDone"] and e)

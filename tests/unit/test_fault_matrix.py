@@ -16,6 +16,7 @@ FAULTS = (
     "concurrent duplicate",
     "duplicate after completion",
     "after the record's retention",
+    "slow arrival",
 )
 
 

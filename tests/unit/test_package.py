@@ -164,7 +164,13 @@ def test_another_languages_inputs_construct_the_component(component: type) -> No
     # the wire's floats are ints again, its strings enum members, its dicts args classes
     for field in dataclasses.fields(args):
         value = getattr(args, field.name)
-        if field.name in ("timeout", "window_minutes", "part_size_mb", "throttle_burst_limit"):
+        if field.name in (
+            "timeout",
+            "window_minutes",
+            "late_tolerance_seconds",
+            "part_size_mb",
+            "throttle_burst_limit",
+        ):
             assert type(value) is int
     made: list[Any] = []
     mocks = run(lambda: made.append(component("from-another-language", mapped)))

@@ -50,6 +50,7 @@ def config(moto: None) -> Iterator[SchedulerSettings]:
         table="messages",
         state_machine_arn=make_state_machine(WAIT_DEFINITION),
         window_seconds=60,
+        late_tolerance_seconds=30,
     )
 
 
@@ -117,6 +118,78 @@ def test_a_keyed_retry_after_the_publish_time_returns_the_stored_message(
         scheduler.register(config, body, now=publish + 60)
     with pytest.raises(BadEvent, match="in the past"):
         scheduler.register(config, {**body, "parameters": {"x": 1}}, "key-late", now=publish + 60)
+
+
+def test_a_message_late_on_arrival_within_the_tolerance_is_accepted_and_marked_late(
+    config: SchedulerSettings,
+) -> None:
+    publish = time.time() - 10  # config.late_tolerance_seconds is 30
+    message, created = scheduler.register(config, {"publishTime": publish, "channel": "demo"})
+    # THEN it is STANDBY (its execution's Wait has passed: it fires at once), marked late by
+    # how long after its time the request arrived, for GET and for the target
+    assert (created, message["status"]) == (True, "STANDBY")
+    assert 10 <= message["lateOnArrival"] < 11
+    assert scheduler.get(config, message["id"])["lateOnArrival"] == message["lateOnArrival"]
+    item = scheduler._item(config, message["id"])
+    document = scheduler.execution_input(item)
+    assert document["delivery"]["lateOnArrival"] == message["lateOnArrival"]
+    assert document["wakeAt"] < time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    # AND one on time carries no mark
+    on_time, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
+    assert "lateOnArrival" not in on_time
+    assert (
+        "lateOnArrival"
+        not in scheduler.execution_input(scheduler._item(config, on_time["id"]))["delivery"]
+    )
+
+
+def test_a_message_is_judged_by_when_its_request_arrived_not_by_the_handlers_clock(
+    config: SchedulerSettings,
+) -> None:
+    publish = time.time() + 5
+    body = {"publishTime": publish, "channel": "demo"}
+    # WHEN the handler runs 50 s after the due time (a cold start, a queue of requests) but
+    # the request arrived 1 s before it
+    message, created = scheduler.register(
+        config, body, "arrived-in-time", now=publish + 50, received=publish - 1
+    )
+    # THEN it is accepted, on time (not late)
+    assert created and "lateOnArrival" not in message
+    # AND one that arrived 20 s late is accepted late by 20 s, not by 50
+    late, _ = scheduler.register(
+        config, body, "arrived-late", now=publish + 50, received=publish + 20
+    )
+    assert late["lateOnArrival"] == pytest.approx(20, abs=0.01)
+    # AND a request time ahead of the handler's clock is never trusted past it
+    ahead, _ = scheduler.register(
+        config, body, "clock-ahead", now=publish + 25, received=publish + 90
+    )
+    assert ahead["lateOnArrival"] == pytest.approx(25, abs=0.01)
+
+
+def test_a_message_past_the_tolerance_is_refused_with_the_tolerance_named_and_stores_nothing(
+    config: SchedulerSettings,
+) -> None:
+    body = {"publishTime": time.time() - 31, "channel": "demo"}
+    with pytest.raises(BadEvent, match=r"in the past .* up to 30s late"):
+        scheduler.register(config, body, "too-late")
+    assert scheduler.get(config, scheduler.message_id_for("too-late")) is None
+
+
+def test_the_api_judges_by_api_gateways_request_time(config: SchedulerSettings) -> None:
+    publish = time.time() - 40  # past the 30 s tolerance by the handler's clock
+    request = {
+        "httpMethod": "POST",
+        "body": json.dumps({"publishTime": publish, "channel": "demo"}),
+        "requestContext": {"requestTimeEpoch": int((publish - 0.5) * 1000)},
+    }
+    answer = scheduler_api.serve(request, config)
+    assert answer["statusCode"] == 201, answer
+    assert "lateOnArrival" not in json.loads(answer["body"])
+    # without the request time (outside API Gateway) the handler's clock judges: refused
+    refused = scheduler_api.serve({**request, "requestContext": {}}, config)
+    assert refused["statusCode"] == 400
+    assert "late_tolerance_seconds" in json.loads(refused["body"])["message"]
 
 
 def test_status_changes_are_conditional(config: SchedulerSettings) -> None:
