@@ -36,7 +36,7 @@ from typing import Any
 from exactly_once.components.asl import CONDITION_FAILED, LAMBDA_RETRY, dynamodb_update
 from exactly_once.components.targets import deliver, retries
 from exactly_once.handlers.checkpoints import EMPTY, attribute
-from exactly_once.handlers.targets import TargetKind, address, kind_of
+from exactly_once.handlers.targets import FIFO, address, kind_of
 
 _STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
 
@@ -132,10 +132,10 @@ def definition(
         following = names[index + 1] if index + 1 < len(names) else None
         save = f"Save{step.name}"
         kind = kind_of(step.function_arn, f"step {step.name!r}'s target")
-        # A FIFO queue drops a step's retried delivery within an execution by this id (a
-        # started state machine's name could exceed 80 characters: no name there).
+        # A FIFO queue or topic drops a step's retried delivery within an execution by this
+        # id (a started state machine's name could exceed 80 characters: no name there).
         dedup = f"States.Format('{{}}-{step.name}', $$.Execution.Name)"
-        fifo = kind == TargetKind.SQS_FIFO
+        fifo = kind in FIFO
         task = deliver(kind, address(step.function_arn), "$", dedup=dedup if fifo else None)
         states[step.name] = {
             **task,

@@ -6,12 +6,13 @@ each with its Step Functions integration and its IAM, and a clear refusal for an
     sqs      arn:aws:sqs:REGION:ACCOUNT:NAME       sqs:sendMessage          sqs:SendMessage
     (.fifo)  a FIFO queue: deduplicated by id      sqs:sendMessage          sqs:SendMessage
     sns      arn:aws:sns:REGION:ACCOUNT:NAME       sns:publish              sns:Publish
+    (.fifo)  a FIFO topic: deduplicated by id      sns:publish              sns:Publish
     states   arn:aws:states:...:stateMachine:NAME  states:startExecution    states:StartExecution
     events   arn:aws:events:...:event-bus/NAME     events:putEvents         events:PutEvents
 
 Only Lambda answers with a result; the others deliver (a message id, an execution ARN).
 Deliveries carry an idempotency key (`dedup`, e.g. a message id) where the service takes
-one: a FIFO queue's MessageDeduplicationId and a state machine's execution name, so a
+one: a FIFO queue's or topic's MessageDeduplicationId and a state machine's execution name, so a
 retried delivery is dropped by the service itself; a standard queue, a topic and a bus
 deliver at least once, and their consumers key the effect by the id in the payload.
 """
@@ -21,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from exactly_once.components.asl import LAMBDA_RETRY
-from exactly_once.handlers.targets import TargetKind
+from exactly_once.handlers.targets import FIFO, TargetKind
 
 
 def _at(field: str, value: str) -> dict[str, str]:
@@ -44,14 +45,8 @@ def deliver(
     elif kind in (TargetKind.SQS, TargetKind.SQS_FIFO):
         resource = "sqs:sendMessage"
         parameters = {**_at("QueueUrl", target), "MessageBody.$": text}
-        if kind == TargetKind.SQS_FIFO:
-            # A FIFO queue needs both (a standard one refuses them); SQS itself drops a
-            # message whose deduplication id it saw in the last 5 minutes.
-            if dedup is None:
-                raise ValueError("a FIFO queue needs a deduplication id for each message")
-            parameters |= {"MessageDeduplicationId.$": dedup, "MessageGroupId.$": dedup}
         result = {"response.$": "$.MessageId"}
-    elif kind == TargetKind.SNS:
+    elif kind in (TargetKind.SNS, TargetKind.SNS_FIFO):
         resource = "sns:publish"
         parameters = {**_at("TopicArn", target), "Message.$": text}
         result = {"response.$": "$.MessageId"}
@@ -71,6 +66,13 @@ def deliver(
         }
         parameters = {"Entries": [entry]}
         result = {"response.$": "$.Entries[0].EventId"}
+    if kind in FIFO:
+        # A FIFO queue or topic refuses a message without both (a standard one refuses
+        # them); the service itself drops one whose deduplication id it saw in the last
+        # 5 minutes. One group per id: deliveries are independent, never held in order.
+        if dedup is None:
+            raise ValueError(f"a FIFO {kind.removesuffix('-fifo')} target needs a deduplication id")
+        parameters |= {"MessageDeduplicationId.$": dedup, "MessageGroupId.$": dedup}
     return {
         "Type": "Task",
         "Resource": f"arn:aws:states:::{resource}",
@@ -84,6 +86,7 @@ ACTIONS = {
     TargetKind.SQS: "sqs:SendMessage",
     TargetKind.SQS_FIFO: "sqs:SendMessage",
     TargetKind.SNS: "sns:Publish",
+    TargetKind.SNS_FIFO: "sns:Publish",
     TargetKind.STATES: "states:StartExecution",
     TargetKind.EVENTS: "events:PutEvents",
 }

@@ -27,10 +27,12 @@ MAX_ATTEMPT = 9999
 _SUFFIX_ROOM = len(f"-r{MAX_ATTEMPT}")
 MAX_BODY = MAX_NAME - _SUFFIX_ROOM
 HASH_CHARS = 20  # 80 bits
-_SAFE = re.compile(r"^[0-9A-Za-z_-]+$")
+# fullmatch, never `$`: `$` also matches before a trailing newline, and AWS refuses a
+# name with one.
+_SAFE = re.compile(r"[0-9A-Za-z_-]+")
 _UNSAFE_RUN = re.compile(r"[^0-9A-Za-z_-]+")
 # Suffixes our own layout uses; a verbatim key ending like this is hashed instead.
-_RESERVED = re.compile(rf"(--[0-9a-f]{{{HASH_CHARS}}}|-r\d+)$")
+_RESERVED = re.compile(rf"(--[0-9a-f]{{{HASH_CHARS}}}|-r\d+)\Z")
 HIDDEN_PREFIX = "h"
 
 
@@ -49,7 +51,7 @@ def name_body(key: str, hide: bool = False, limit: int = MAX_NAME) -> str:
     if hide:
         return f"{HIDDEN_PREFIX}--{key_hash(key)}"
     room = limit - _SUFFIX_ROOM
-    if len(key) <= room and _SAFE.match(key) and not _RESERVED.search(key):
+    if len(key) <= room and _SAFE.fullmatch(key) and not _RESERVED.search(key):
         return key
     prefix = readable(key)[: room - HASH_CHARS - 2]
     return f"{prefix}--{key_hash(key)}"
@@ -67,4 +69,4 @@ def execution_name(key: str, attempt: int = 0, hide: bool = False, limit: int = 
 def is_valid_name(name: str, limit: int = MAX_NAME) -> bool:
     """Valid for StartExecution (or, limit 64, Invoke's DurableExecutionName) and for
     CloudWatch logging."""
-    return 1 <= len(name) <= limit and bool(_SAFE.match(name))
+    return 1 <= len(name) <= limit and bool(_SAFE.fullmatch(name))

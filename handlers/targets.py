@@ -12,6 +12,7 @@ class TargetKind(enum.StrEnum):
     SQS = "sqs"
     SQS_FIFO = "sqs-fifo"  # a FIFO queue: every message needs a group and a deduplication id
     SNS = "sns"
+    SNS_FIFO = "sns-fifo"  # a FIFO topic: every publish needs a group and a deduplication id
     STATES = "states"
     EVENTS = "events"
 
@@ -32,7 +33,7 @@ def kind_of(arn: str, what: str = "target") -> TargetKind:
         if service == "sqs" and resource and "/" not in resource:
             return TargetKind.SQS_FIFO if resource.endswith(".fifo") else TargetKind.SQS
         if service == "sns" and resource:
-            return TargetKind.SNS
+            return TargetKind.SNS_FIFO if resource.endswith(".fifo") else TargetKind.SNS
         if service == "states" and resource.startswith("stateMachine:"):
             return TargetKind.STATES
         if service == "events" and resource.startswith("event-bus/"):
@@ -45,6 +46,10 @@ def queue_url(arn: str) -> str:
     _, partition, _, region, account, name = arn.split(":", 5)
     domain = "amazonaws.com.cn" if partition == "aws-cn" else "amazonaws.com"
     return f"https://sqs.{region}.{domain}/{account}/{name}"
+
+
+FIFO = frozenset({TargetKind.SQS_FIFO, TargetKind.SNS_FIFO})
+"""The kinds that refuse a delivery without a message group and a deduplication id."""
 
 
 def address(arn: str) -> str:

@@ -34,8 +34,9 @@ def client(service: str) -> Any:
     )
 
 
-def eventually(probe: Callable[[], T], timeout: float = 30, interval: float = 0.3) -> T:
-    """The first truthy result of `probe` within `timeout` seconds, else AssertionError."""
+def eventually(probe: Callable[[], T], timeout: float = 90, interval: float = 0.3) -> T:
+    """The first truthy result of `probe` within `timeout` seconds, else AssertionError. The
+    timeout is a breakage bound, never a speed check: generous, for a loaded CI machine."""
     deadline = time.monotonic() + timeout
     while True:
         result = probe()

@@ -140,7 +140,7 @@ def test_a_run_killed_after_its_put_leaves_a_whole_output_the_retry_keeps(
     tag = new_tag()
     key = f"in/{tag}/crash-once.csv"
     put = upload(etl, key)
-    [output] = eventually(lambda: outputs(etl, tag), timeout=30)
+    [output] = eventually(lambda: outputs(etl, tag), timeout=90)
     assert read_lines(etl, output) == EXPECTED
     # WHEN the event is delivered again, as Lambda's async retry does once the run's lock
     # has expired (LocalStack in host mode schedules no async retries: we redeliver)
@@ -198,7 +198,7 @@ def test_a_malformed_csv_gets_an_error_record_and_a_dlq_entry_and_no_output(
     tag = new_tag()
     upload(etl, f"in/{tag}.csv", b"id,name,amount\n1,alpha,not-a-number\n")
     [message] = eventually(
-        lambda: [m for m in drain(etl["dlqUrl"]) if tag in m.get("object", "")], timeout=30
+        lambda: [m for m in drain(etl["dlqUrl"]) if tag in m.get("object", "")], timeout=90
     )
     assert "amount" in message["reason"] and "float" in message["reason"]
     items = client("dynamodb").scan(TableName=etl["controlTable"], ConsistentRead=True)["Items"]
@@ -268,7 +268,7 @@ def test_a_bad_input_in_a_teams_bucket_is_dead_lettered_with_the_reason(
     tag = new_tag()
     upload(etl, f"incoming/{tag}.jsonl", b'{"id": 1}\nnot json\n')
     [message] = eventually(
-        lambda: [m for m in drain(etl["dlqUrl"]) if tag in m.get("object", "")], timeout=30
+        lambda: [m for m in drain(etl["dlqUrl"]) if tag in m.get("object", "")], timeout=90
     )
     assert "line 2 is not JSON" in message["reason"]
     assert keys(etl["outputBucket"], f"out/incoming/{tag}") == []

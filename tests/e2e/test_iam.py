@@ -209,7 +209,7 @@ def test_a_deleted_input_version_is_dead_lettered_with_the_reason(stack: dict[st
         iam.role_policy_without(role, "s3:GetObjectVersion"),
     ):
         put = s3.put_object(Bucket=out["inputBucket"], Key=key, Body=CSV)
-        eventually(denied, timeout=30)
+        eventually(denied, timeout=90)
         # AND the version is deleted before the delivery is retried
         s3.delete_object(Bucket=out["inputBucket"], Key=key, VersionId=put["VersionId"])
     # WHEN the delivery is retried

@@ -196,8 +196,8 @@ def test_a_target_failing_twice_then_succeeding_fires_once_and_is_done(
         {"publishTime": time.time() + 2, "channel": "demo", "parameters": {"failTimes": 2}},
     )
     assert status == 201
-    eventually(lambda: fired(scheduler, created["id"]), timeout=40)
-    assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE", timeout=20)
+    eventually(lambda: fired(scheduler, created["id"]), timeout=120)
+    assert eventually(lambda: message(scheduler, created["id"])[1]["status"] == "DONE", timeout=90)
     assert fired(scheduler, created["id"])["fires"] == 1
 
 
@@ -246,7 +246,7 @@ def test_a_message_on_an_sqs_channel_is_delivered_to_the_queue_once(
             client("sqs").delete_message(QueueUrl=queue, ReceiptHandle=raw["ReceiptHandle"])
         return any(m["id"] == created["id"] for m in received)
 
-    eventually(arrived, timeout=40, interval=0.2)
+    eventually(arrived, timeout=120, interval=0.2)
     assert time.time() >= publish
     [mine] = [m for m in received if m["id"] == created["id"]]
     assert (mine["channel"], mine["parameters"]) == ("queued", {"n": 7})

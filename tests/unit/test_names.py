@@ -117,3 +117,14 @@ def test_a_durable_name_keeps_a_short_key_and_hashes_what_step_functions_would_k
     durable = execution_name(key, attempt=MAX_ATTEMPT, limit=DURABLE_MAX_NAME)
     assert durable.endswith(f"--{key_hash(key)}-r{MAX_ATTEMPT}")
     assert len(durable) <= DURABLE_MAX_NAME
+
+
+@pytest.mark.parametrize("key", ["order-1\n", "order-1\r\n", "\norder-1", "order-1-r2\n"])
+def test_a_key_with_a_newline_is_hashed_never_used_verbatim(key: str) -> None:
+    # `$` matches before a trailing newline: such a key once passed as safe, and AWS
+    # refuses a name holding one
+    name = execution_name(key)
+    assert "\n" not in name and "\r" not in name
+    assert name != key and is_valid_name(name)
+    assert not is_valid_name("order-1\n")
+    assert execution_name(key) != execution_name(key.strip())

@@ -62,6 +62,7 @@ def test_each_kind_is_delivered_by_its_integration() -> None:
         "sqs": "arn:aws:states:::sqs:sendMessage",
         "sqs-fifo": "arn:aws:states:::sqs:sendMessage",
         "sns": "arn:aws:states:::sns:publish",
+        "sns-fifo": "arn:aws:states:::sns:publish",
         "states": "arn:aws:states:::states:startExecution",
         "events": "arn:aws:states:::events:putEvents",
     }
@@ -75,6 +76,16 @@ def test_each_kind_is_delivered_by_its_integration() -> None:
     assert fifo["MessageDeduplicationId.$"] == fifo["MessageGroupId.$"] == "$.id"
     with pytest.raises(ValueError, match="deduplication id"):
         deliver(TargetKind.SQS_FIFO, "$.target", "$.d")
+    # a FIFO topic refuses a publish without a group id (an SNS FIFO target always failed)
+    assert kind_of("arn:aws:sns:us-east-1:1:orders.fifo") == "sns-fifo"
+    assert kind_of("arn:aws:sns:us-east-1:1:orders") == "sns"
+    topic = deliver(TargetKind.SNS_FIFO, "$.target", "$.d", dedup="$.id")
+    assert topic["Resource"] == "arn:aws:states:::sns:publish"
+    assert topic["Parameters"]["MessageDeduplicationId.$"] == "$.id"
+    assert topic["Parameters"]["MessageGroupId.$"] == "$.id"
+    with pytest.raises(ValueError, match="FIFO sns target needs a deduplication id"):
+        deliver(TargetKind.SNS_FIFO, "$.target", "$.d")
+    assert "MessageGroupId.$" not in deliver(TargetKind.SNS, "$.t", "$.d", "$.id")["Parameters"]
     assert (
         "MessageDeduplicationId.$"
         not in deliver(TargetKind.SQS, "https://sqs.x/1/q", "$.d", "$.id")["Parameters"]
