@@ -21,7 +21,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from exactly_once.components.asl import CONDITION_FAILED, dynamodb_update
+from exactly_once.components.asl import CONDITION_FAILED, DYNAMODB_RETRY, dynamodb_update
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
     allow,
@@ -60,6 +60,23 @@ TARGET_FAILED = {
     "MaxAttempts": 3,
     "BackoffRate": 2,
 }
+
+
+# The Claim: a failed condition is an answer (cancelled, or another execution's), never
+# retried; DynamoDB's throttles and 5xx as every write; anything else (AccessDenied, a KMS
+# key disabled, a lost answer) for about 5 minutes, then the sweep's restart takes over.
+CLAIM_RETRY: list[dict[str, Any]] = [
+    {"ErrorEquals": [CONDITION_FAILED], "MaxAttempts": 0},
+    DYNAMODB_RETRY,
+    {
+        "ErrorEquals": ["States.ALL"],
+        "IntervalSeconds": 2,
+        "MaxAttempts": 8,
+        "BackoffRate": 2,
+        "MaxDelaySeconds": 60,
+        "JitterStrategy": "FULL",
+    },
+]
 
 
 def fire_states(kinds: frozenset[TargetKind]) -> dict[str, Any]:
@@ -147,10 +164,34 @@ def waiting_definition(
         "StartAt": "Wait",
         "States": {
             "Wait": {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Claim"},
+            # STANDBY -> FIRING, recording which execution claimed it: a Claim retried after
+            # its write landed but its answer was lost finds its own claim and goes on
+            # (without `claimed_by` it would fail its condition and strand the message
+            # FIRING, never fired). Any other failure is retried for minutes (a permission
+            # or key taken away and restored); should it never succeed, the execution
+            # fails with the message still STANDBY, and the sweep restarts it under the
+            # next attempt's name (handlers/scheduler.py: sweep).
             "Claim": {
-                **set_status(Status.FIRING, Status.STANDBY),
+                **dynamodb_update(
+                    table_name,
+                    key,
+                    "SET #s = :new, claimed_by = :me",
+                    {
+                        ":new": {"S": Status.FIRING},
+                        ":expected": {"S": Status.STANDBY},
+                        ":me": {"S.$": "$$.Execution.Id"},
+                    },
+                    condition="#s = :expected OR (#s = :new AND claimed_by = :me)",
+                    names={"#s": "status"},
+                ),
+                "Retry": CLAIM_RETRY,
                 "Catch": [
-                    {"ErrorEquals": [CONDITION_FAILED], "ResultPath": None, "Next": "NotFired"}
+                    {"ErrorEquals": [CONDITION_FAILED], "ResultPath": None, "Next": "NotFired"},
+                    {
+                        "ErrorEquals": ["States.ALL"],
+                        "ResultPath": "$.claimError",
+                        "Next": "NotClaimed",
+                    },
                 ],
                 "Next": "OnTheDot",
             },
@@ -208,6 +249,12 @@ def waiting_definition(
                 "Cause": "the channel's Lambda failed",
             },
             "NotFired": {"Type": "Succeed", "Comment": "cancelled (or no longer STANDBY) in time"},
+            "NotClaimed": {
+                "Type": "Fail",
+                "Error": "ClaimFailed",
+                "Cause": "the message could not be claimed and is still STANDBY: the sweep "
+                "restarts it (see $.claimError)",
+            },
         },
     }
 
@@ -433,9 +480,13 @@ class Scheduler(pulumi.ComponentResource):
                 allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
                 allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.arn]),
                 # STANDBY messages whose stream record never started them, stopped again
-                # should a cancel have come meanwhile
+                # should a cancel have come meanwhile; an overdue one's ended execution is
+                # described before its next attempt starts
                 allow(["states:StartExecution"], [machine.arn]),
-                allow(["states:StopExecution"], [executions_of(machine.arn)]),
+                allow(
+                    ["states:DescribeExecution", "states:StopExecution"],
+                    [executions_of(machine.arn)],
+                ),
             ],
             environment=environment,
             timeout=300,

@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
-from exactly_once.handlers.executions import Outcome, start_once
+from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
 from exactly_once.handlers.runtime import client, log, request_id
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import address, kind_of
@@ -39,6 +39,11 @@ MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a ye
 # The waiting execution wakes this many whole seconds early to claim the message and let
 # the clock function start (cold) before the instant; cancels are refused from then on.
 LEAD_SECONDS = 2
+# A STANDBY message this long past its time was never claimed: its execution failed (a
+# Claim that kept failing: components/scheduler.py CLAIM_RETRY) or was stopped, so the
+# sweep starts the next attempt (`-r1`, ...) instead of counting a duplicate. Until then
+# the execution may still be claiming it, and a restart would only find it RUNNING.
+OVERDUE_SECONDS = 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,7 +345,8 @@ def sweep(
     config: SchedulerSettings, now: float | None = None, context: Any = None
 ) -> dict[str, int]:
     """Start the STANDBY messages due in the window that have no execution yet (their
-    execution is named by the id, so one already started is a cheap duplicate), then move
+    execution is named by the id, so one already started is a cheap duplicate), and the
+    next attempt of an overdue one whose execution ended without claiming it; then move
     the due RESERVED ones to STANDBY (the stream starts those)."""
     now = time.time() if now is None else now
     horizon = now + config.window_seconds
@@ -351,7 +357,13 @@ def sweep(
         item = _ddb().get_item(TableName=config.table, Key=key, ConsistentRead=True)
         image = item.get("Item")
         if image and image["status"]["S"] == Status.STANDBY:
-            restarted += start(config, image, context).status == "STARTED"
+            overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
+            # STANDBY means never claimed, so never fired: a FAILED, TIMED_OUT or ABORTED
+            # execution of it is safe to follow with the next attempt.
+            policy = (
+                ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
+            )
+            restarted += start(config, image, context, policy).status == "STARTED"
     read = moved = 0
     for message_id in _due(config, Status.RESERVED, horizon):
         read += 1
@@ -400,10 +412,18 @@ def execution_input(image: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def start(config: SchedulerSettings, image: dict[str, Any], context: Any) -> Outcome:
-    """Start a STANDBY message's execution, named by its id: once, however often asked."""
+def start(
+    config: SchedulerSettings,
+    image: dict[str, Any],
+    context: Any,
+    reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE,
+) -> Outcome:
+    """Start a STANDBY message's execution, named by its id: once, however often asked
+    (with ALLOW_DUPLICATE_FAILED_ONLY: the next attempt after one that ended unclaimed)."""
     document = execution_input(image)
-    outcome = start_once(config.state_machine_arn, document["id"], document, request_id(context))
+    outcome = start_once(
+        config.state_machine_arn, document["id"], document, request_id(context), reuse_policy
+    )
     log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
     if outcome.status == "STARTED":
         _stop_if_cancelled(config, document["id"], outcome.execution_arn)

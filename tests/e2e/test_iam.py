@@ -27,6 +27,7 @@ from tests.clients import (
     drain,
     eventually,
     executions,
+    fire_record,
     http,
     invoke,
     invoke_raw,
@@ -108,6 +109,47 @@ def test_a_workflow_refused_a_step_fails_there_and_resumes_after_the_fix(
     # THEN it completes, and the first step (done before the denial) did not run again
     assert done["status"] == "SUCCEEDED"
     assert json.loads(done["output"])["results"]["register"]["output"]["calls"] == 1
+
+
+def test_a_scheduler_claim_refused_by_iam_is_retried_and_fires_once_after_the_fix(
+    scheduler: dict[str, Any],
+) -> None:
+    out = scheduler
+    sfn = client("stepfunctions")
+    role = sfn.describe_state_machine(stateMachineArn=out["stateMachineArn"])["roleArn"]
+    headers = {"x-api-key": out["apiKey"]}
+    publish = time.time() + 3
+    # GIVEN the waiting machine's role may not write the table around a message's time
+    with (
+        iam.expect_denials(iam.role_name(role), "dynamodb:UpdateItem") as denied,
+        iam.role_policy_without(role, "dynamodb:UpdateItem"),
+    ):
+        status, created = http(
+            "POST", out["url"], {"publishTime": publish, "channel": "demo"}, headers
+        )
+        assert status == 201
+        # WHEN its Claim is refused (AccessDenied: before, the execution FAILED at once,
+        # the message stranded STANDBY, never fired and never FAILED)
+        eventually(denied, timeout=90)
+        time.sleep(5)
+    # (the permission restored)
+    # THEN the Claim's retry claims it, and it fires once, DONE, never early
+    record = eventually(
+        lambda: fire_record(out["firesTables"]["demo"], created["id"]), timeout=240, interval=2
+    )
+    assert record["fired_at"] >= publish
+    assert (
+        steady(lambda: fire_record(out["firesTables"]["demo"], created["id"]), seconds=2)["fires"]
+        == 1
+    )
+    get = f"{out['url']}/{created['id']}"
+    assert eventually(lambda: http("GET", get, None, headers)[1]["status"] == "DONE")
+    [execution] = executions(out["stateMachineArn"], created["id"])
+    assert eventually(
+        lambda: (
+            sfn.describe_execution(executionArn=execution["executionArn"])["status"] == "SUCCEEDED"
+        )
+    )
 
 
 # -- an API Gateway credentials role -----------------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from exactly_once.handlers import runtime, scheduler, scheduler_api
+from exactly_once.handlers import executions, runtime, scheduler, scheduler_api
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict
 from exactly_once.handlers.scheduler import SchedulerSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
@@ -297,6 +297,28 @@ def test_the_sweep_starts_standby_messages_nobody_started(
     assert executions_of(config) == sorted([started["id"], lost["id"]])
 
 
+def test_the_sweep_starts_the_next_attempt_of_an_overdue_message_its_execution_never_claimed(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN two STANDBY messages whose executions ended without claiming them (a Claim that
+    # failed for good: AccessDenied past its retries), one overdue, one not yet
+    sfn = runtime.client("stepfunctions")
+    now = time.time()
+    overdue, _ = scheduler.register(config, {"publishTime": now - 5, "channel": "demo"})
+    pending, _ = scheduler.register(config, {"publishTime": now + 50, "channel": "demo"})
+    for message in (overdue, pending):
+        arn = executions.execution_arn(config.state_machine_arn, message["id"])
+        sfn.stop_execution(executionArn=arn)  # moto: ABORTED, as a failed one ends
+    # WHEN the sweep runs past the overdue one's time plus the margin, twice
+    at = now - 5 + scheduler.OVERDUE_SECONDS + 1
+    first, again = scheduler.sweep(config, now=at), scheduler.sweep(config, now=at)
+    # THEN the overdue one gets its next attempt, once (it was never claimed, so never
+    # fired); the other is left to its own time (before, both were counted duplicates and
+    # the overdue one was stranded STANDBY forever)
+    assert (first["restarted"], again["restarted"]) == (1, 0)
+    assert executions_of(config) == sorted([overdue["id"], f"{overdue['id']}-r1", pending["id"]])
+
+
 def test_a_start_that_raced_a_cancel_stops_its_execution(
     config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -455,3 +477,38 @@ def test_the_clock_refuses_to_sleep_past_its_own_timeout() -> None:
     with pytest.raises(scheduler_clock.NotYet):
         scheduler_clock.handler({"publishTime": started + 30}, Context(10_000))
     assert time.time() - started < 0.05  # raises at once: the state machine retries
+
+
+def test_a_claim_retried_after_its_answer_was_lost_goes_on_and_another_executions_fails(
+    config: SchedulerSettings,
+) -> None:
+    from exactly_once.components.asl import CONDITION_FAILED
+    from exactly_once.components.scheduler import waiting_definition
+
+    claim = waiting_definition(config.table, "arn:aws:lambda:us-east-1:1:function:clock")["States"][
+        "Claim"
+    ]
+    message, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
+
+    def run_claim(execution_id: str) -> str:
+        """The Claim's UpdateItem as Step Functions sends it for this execution."""
+        parameters = json.loads(json.dumps(claim["Parameters"]))
+        parameters["Key"] = scheduler.message_key(message["id"])
+        values = parameters["ExpressionAttributeValues"]
+        values[":me"] = {"S": execution_id}
+        try:
+            runtime.client("dynamodb").update_item(**parameters)
+        except ClientError as exc:
+            return exc.response["Error"]["Code"]
+        return "OK"
+
+    # WHEN the claim lands, and Step Functions retries it (its answer lost in a timeout)
+    assert run_claim("arn:execution:one") == "OK"
+    assert run_claim("arn:execution:one") == "OK"  # before: a failed condition, NotFired
+    # THEN the message is FIRING by that execution; another execution's claim fails
+    assert scheduler.get(config, message["id"])["status"] == "FIRING"
+    assert run_claim("arn:execution:one-r1") == "ConditionalCheckFailedException"
+    # AND the condition is never retried, anything else is (then NotClaimed, for the sweep)
+    assert claim["Retry"][0] == {"ErrorEquals": [CONDITION_FAILED], "MaxAttempts": 0}
+    assert claim["Retry"][-1]["ErrorEquals"] == ["States.ALL"]
+    assert [c["Next"] for c in claim["Catch"]] == ["NotFired", "NotClaimed"]
