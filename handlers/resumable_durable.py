@@ -25,6 +25,7 @@ Needs aws-durable-execution-sdk-python in the function (the component vendors it
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -109,9 +110,31 @@ def _load(step: StepContext, config: ResumableSettings, key: str, me: str) -> di
     return resumable.load(config, key, me)
 
 
+# A Lambda runs for up to 900 s; the answer of a synchronous invoke is awaited a little longer.
+STEP_READ_TIMEOUT_SECONDS = 900 + 60
+
+
+@functools.cache
+def step_client() -> Any:
+    """The Lambda client for step invokes only. botocore retries a read timeout (60 s by
+    default) by sending the invoke again while the first still runs: the step would run
+    up to 3 times per attempt. So: wait as long as a Lambda may run, and never let the SDK
+    resend an invoke (a failed one fails this durable step, whose own retries decide)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        read_timeout=STEP_READ_TIMEOUT_SECONDS,
+        tcp_keepalive=True,  # a quiet connection held for minutes
+        retries={"total_max_attempts": 1, "mode": "standard"},
+    )
+    return boto3.client("lambda", config=config)
+
+
 def invoke_step(function_arn: str, state: dict[str, Any]) -> Any:
-    """The step's Lambda, invoked synchronously with the state: its result, or StepFailed."""
-    answer = client("lambda").invoke(FunctionName=function_arn, Payload=json.dumps(state))
+    """The step's Lambda, invoked synchronously with the state, once: its result, or
+    StepFailed."""
+    answer = step_client().invoke(FunctionName=function_arn, Payload=json.dumps(state))
     payload = json.loads(answer["Payload"].read() or b"null")
     if answer.get("FunctionError"):
         error = payload if isinstance(payload, dict) else {}

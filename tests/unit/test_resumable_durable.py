@@ -157,3 +157,35 @@ def test_an_ended_durable_holder_gives_up_its_lease(
                 expected,
             )
         assert resumable._holder_ended(holder) is ended
+
+
+def test_a_step_invoke_is_sent_once_and_awaited_as_long_as_a_lambda_runs(moto: None) -> None:
+    # GIVEN a step's invoke whose answer never comes in time (a step running past the read
+    # timeout): botocore's default client would send it again, running the step twice more
+    from botocore.exceptions import ReadTimeoutError
+
+    resumable_durable.step_client.cache_clear()
+    lam = resumable_durable.step_client()
+    sent: list[str] = []
+
+    def timed_out(request: Any, **kwargs: Any) -> None:
+        sent.append(request.url)
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+    lam.meta.events.register("before-send.lambda.Invoke", timed_out)
+    try:
+        # WHEN the durable step invokes it
+        with pytest.raises(ReadTimeoutError):
+            resumable_durable.invoke_step(CONFIG.step_functions[0], {"orderId": "o-1"})
+    finally:
+        resumable_durable.step_client.cache_clear()
+    # THEN it was sent once (the durable step's own retry decides what comes next), and the
+    # client waits longer than any Lambda may run
+    assert len(sent) == 1
+    assert lam.meta.config.read_timeout > 900
+    # (the handlers' shared client, which this invoke used before, sends it 4 times)
+    shared = runtime.client.__wrapped__("lambda")  # a fresh one: the cached stays clean
+    shared.meta.events.register("before-send.lambda.Invoke", timed_out)
+    with pytest.raises(ReadTimeoutError):
+        shared.invoke(FunctionName=CONFIG.step_functions[0], Payload=b"{}")
+    assert len(sent) == 1 + 4
