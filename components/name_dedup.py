@@ -12,6 +12,7 @@ import pulumi_aws as aws
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.event_patterns import s3_object_created_pattern
 from exactly_once.components.functions import (
+    DURABLE_API_SDK,
     allow,
     dead_letter_queue,
     handler_function,
@@ -164,6 +165,7 @@ class NameDedupStarter(pulumi.ComponentResource):
             },
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
+            requirements=(DURABLE_API_SDK,) if args.backend == Backend.DURABLE_FUNCTION else (),
             parent=self,
         )
         self.function = starter.function

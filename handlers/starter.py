@@ -47,6 +47,9 @@ def unusable(backend: Backend, target_arn: str) -> str | None:
     """Why the target cannot deduplicate by name, or None; asked once per cold start
     (errors propagate: retried)."""
     if backend == Backend.DURABLE_FUNCTION:
+        missing = missing_durable_api(client("lambda"))
+        if missing:
+            return missing
         configuration = client("lambda").get_function_configuration(FunctionName=target_arn)
         if not configuration.get("DurableConfig"):
             return f"{target_arn} is not a durable function: no name dedup"
@@ -56,6 +59,29 @@ def unusable(backend: Backend, target_arn: str) -> str | None:
         # EXPRESS keeps no execution names: the same name would start it again and again.
         return f"{target_arn} is not a STANDARD state machine: no name dedup"
     return None
+
+
+DURABLE_API_BOTOCORE = "1.42.1"  # the first botocore with the durable-execution APIs
+
+
+def missing_durable_api(lam: Any) -> str | None:
+    """Why this function's botocore cannot start durable executions, or None. A Lambda
+    runtime's own SDK may predate them: Invoke would refuse DurableExecutionName, and
+    GetFunctionConfiguration's answer would drop DurableConfig (every target "not
+    durable"). The component packages a newer one (components/functions.py)."""
+    model = lam.meta.service_model
+    invoke = model.operation_model("Invoke").input_shape.members
+    if "DurableExecutionName" in invoke and "ListDurableExecutionsByFunction" in (
+        model.operation_names
+    ):
+        return None
+    import botocore
+
+    return (
+        f"this function's botocore {botocore.__version__} has no durable-execution API (it "
+        f"needs {DURABLE_API_BOTOCORE} or later): deploy it with NameDedupStarter, which "
+        "packages one"
+    )
 
 
 def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:

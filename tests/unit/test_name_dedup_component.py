@@ -117,6 +117,26 @@ def test_the_durable_backend_may_invoke_only_its_function_version(policy: str) -
         assert listed is None  # only the retry policy asks how an execution ended
     else:
         assert listed == [DURABLE.rsplit(":", 1)[0], DURABLE]
+    # AND it packages a botocore with the durable-execution APIs (a runtime's may be older)
+    assert packaged_botocore(mocks.named("nd-starter").inputs["code"].path) >= (1, 42, 1)
+
+
+def packaged_botocore(zip_path: str) -> tuple[int, ...]:
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(zip_path) as archive:
+        init = archive.read("botocore/__init__.py").decode()
+    found = re.search(r"__version__ = '([0-9.]+)'", init)
+    assert found, "no botocore version in the zip"
+    return tuple(int(part) for part in found.group(1).split("."))
+
+
+def test_the_step_functions_backend_packages_no_sdk() -> None:
+    import zipfile
+
+    code = deploy().named("nd-starter").inputs["code"].path
+    assert not [n for n in zipfile.ZipFile(code).namelist() if n.startswith("botocore/")]
 
 
 @pytest.mark.parametrize(

@@ -298,3 +298,28 @@ def test_a_durable_backend_raises_a_throttle_for_redelivery_and_refuses_a_plain_
     assert result["status"] == "REJECTED"
     [message] = dlq_messages(deployed["queue"])
     assert "not a durable function" in message["reason"]
+
+
+def test_a_botocore_without_the_durable_api_is_named_at_cold_start_not_taken_for_a_plain_target(
+    deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the function runs on a botocore older than the durable-execution APIs (a Lambda
+    # runtime's own SDK): its model has no DurableExecutionName, and its parser would drop
+    # DurableConfig, so every target looked "not a durable function"
+    lam = runtime.client("lambda")
+    invoke = lam.meta.service_model.operation_model("Invoke").input_shape.members
+    monkeypatch.delitem(invoke, "DurableExecutionName")
+    starter.unusable.cache_clear()
+    config = settings(FUNCTION, backend=Backend.DURABLE_FUNCTION)
+    try:
+        result = starter.start(s3_event(), SimpleNamespace(aws_request_id="r6"), config)
+    finally:
+        starter.unusable.cache_clear()
+    # THEN the event waits in the DLQ with the real reason, and nothing was called
+    assert result["status"] == "REJECTED"
+    [message] = dlq_messages(deployed["queue"])
+    assert "no durable-execution API" in message["reason"]
+    assert starter.DURABLE_API_BOTOCORE in message["reason"]
+    # AND the botocore this project runs has it
+    monkeypatch.undo()
+    assert starter.missing_durable_api(lam) is None
