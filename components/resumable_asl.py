@@ -13,10 +13,11 @@ each state costs in state transitions (n steps, a fresh run):
               every entry; a completed key returns them all done
     Resume    Choice: jump to the first step not done                       1
     <step>    the step's Lambda                                             n
-    Save<k>   UpdateItem: write the step's entry; conditional on the next   n
-              step not being done already, so the common case goes straight
-              on to the next step (a step marked done by hand fails the
-              condition and takes the Resync path back to Resume)
+    Save<k>   UpdateItem: write the step's entry; conditional on the lease  n
+              (this execution's) and on the next step not being done
+              already, so the common case goes straight on to the next step
+              (a step marked done by hand fails the condition and takes the
+              Resync path back to Resume; a lost lease fails LeaseLost)
     Finish    the checkpoint function: completed, kept for the retention,   1
               lease released
                                                                     = 2n + 3
@@ -97,8 +98,11 @@ def definition(
             "Retry": [LAMBDA_RETRY],
         }
 
+    # A Save or Resync whose lease condition failed: another execution holds the key.
+    lease_lost = {"ErrorEquals": [CONDITION_FAILED], "ResultPath": "$.error", "Next": "LeaseLost"}
+
     def resync(state_name: str, update: str, values: dict[str, Any]) -> dict[str, Any]:
-        state = dynamodb_update(table_name, key, update, values)
+        state = dynamodb_update(table_name, key, update, values, condition="lease = :me")
         state["Parameters"]["ReturnValues"] = "ALL_NEW"
         return {
             **state,
@@ -148,14 +152,26 @@ def definition(
         }
         entry = {":entry": {"S.$": f"States.JsonToString($.results.{step.name})"}}
         update = f"SET {attribute(step.name)} = :entry"
+        # Every write is this execution's only while it holds the key's lease: a run that
+        # failed, was taken over by another and then redriven (RedriveExecution reopens a
+        # FAILED run for 14 days, under the same ARN) fails LeaseLost at its first Save,
+        # instead of going on to run the steps after it a second time.
+        mine = {**entry, ":me": {"S.$": "$$.Execution.Id"}}
         saved = {
-            **dynamodb_update(table_name, key, update, entry),
+            **dynamodb_update(table_name, key, update, mine, condition="lease = :me"),
             "Next": following or "Finish",
         }
         if following:
-            # Straight on to the next step unless it was marked done meanwhile.
-            saved["Parameters"]["ConditionExpression"] = f"{attribute(following)} = :empty"
-            saved["Parameters"]["ExpressionAttributeValues"] = {**entry, ":empty": {"S": EMPTY}}
+            # Straight on to the next step unless it was marked done meanwhile (or the
+            # lease is gone: Resync tells which).
+            saved["Parameters"]["ConditionExpression"] = (
+                f"lease = :me AND {attribute(following)} = :empty"
+            )
+            saved["Parameters"]["ExpressionAttributeValues"] = {**mine, ":empty": {"S": EMPTY}}
+            states[f"Resync{step.name}"] = {
+                **resync(f"Resync{step.name}", update, mine),
+                "Catch": [lease_lost],
+            }
             saved["Catch"] = [
                 {
                     "ErrorEquals": [CONDITION_FAILED],
@@ -163,9 +179,8 @@ def definition(
                     "Next": f"Resync{step.name}",
                 }
             ]
-            states[f"Resync{step.name}"] = resync(
-                f"Resync{step.name}", f"SET {attribute(step.name)} = :entry", entry
-            )
+        else:
+            saved["Catch"] = [lease_lost]
         states[save] = saved
     states["Finish"] = {
         **checkpoint("finish"),
@@ -173,6 +188,12 @@ def definition(
         "End": True,
         "Comment": "All steps done: the key is completed (kept for the retention), its lease "
         "released; the output is the state with every result",
+    }
+    states["LeaseLost"] = {
+        "Type": "Fail",
+        "Error": "LeaseLost",
+        "Cause": "another execution holds this key's lease (it took over after this run "
+        "ended; this run was redriven or resumed since): this run writes nothing more",
     }
     machine: dict[str, Any] = {
         "Comment": f"Resumable: {' -> '.join(names)} (components/resumable_asl.py)",

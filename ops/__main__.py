@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from exactly_once.ops.checkpoints import Checkpoints
+from exactly_once.ops.checkpoints import Checkpoints, RedriveRefused
 
 PROG = "python -m exactly_once.ops"
 WORKFLOW = (
@@ -51,7 +51,7 @@ COMMANDS = {
     ),
     "redrive": (
         "Step Functions' RedriveExecution: resume a failed execution from the failed state "
-        "(within 14 days; no checkpoint involved).",
+        "(within 14 days); refused once another run took the key over or completed it.",
         "--execution arn:aws:states:REGION:ACCOUNT:execution:orders:order-7",
     ),
 }
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         result = run(args)
-    except CommandError as exc:
+    except (CommandError, RedriveRefused) as exc:
         print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
         return 2
     except ClientError as exc:

@@ -8,12 +8,16 @@ When to use which re-run:
   ABORTED execution from the state that failed, with the same input and definition,
   within 14 days of its end. No checkpoint involved, so no extra state transitions;
   but a step that failed after its side effect is repeated, and it cannot skip
-  steps you fixed by hand.
+  steps you fixed by hand. Refused (`RedriveRefused`) once the key is no longer the
+  execution's: another run took its lease over, or completed it. A redriven run that
+  lost its lease would run its failed step again and then fail `LeaseLost` at its Save
+  (components/resumable_asl.py); `rerun` is the way then.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import Mapping
@@ -23,6 +27,14 @@ import boto3
 
 from exactly_once.handlers.checkpoints import EMPTY, attribute
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
+
+
+class RedriveRefused(Exception):
+    """The execution no longer owns its key: a redrive would repeat work another run did."""
+
+
+# The Load state's key: States.Format('{}', $.path) (components/resumable_asl.py)
+_KEY_PATH = re.compile(r"States\.Format\('\{\}', (\$[^)]*)\)")
 
 
 def _number(value: Mapping[str, Any] | None) -> int | None:
@@ -121,5 +133,32 @@ class Checkpoints:
             sfn=self.sfn,
         )
 
+    def key_of(self, execution_arn: str) -> str:
+        """The business key an execution runs: its input at the workflow's key path."""
+        described = self.sfn.describe_execution(executionArn=execution_arn)
+        definition = self.sfn.describe_state_machine(stateMachineArn=self.state_machine_arn)
+        payload = json.loads(definition["definition"])["States"]["Load"]["Parameters"]["Payload"]
+        found = _KEY_PATH.fullmatch(payload["key.$"])
+        if found is None:
+            raise RedriveRefused(f"{self.state_machine_arn} is not a resumable workflow")
+        value: Any = json.loads(described.get("input") or "{}")
+        for field in found.group(1).removeprefix("$.").split("."):
+            if not isinstance(value, dict) or field not in value:
+                raise RedriveRefused(f"the execution's input has no {found.group(1)}")
+            value = value[field]
+        return str(value)
+
     def redrive(self, execution_arn: str) -> dict[str, Any]:
+        """RedriveExecution, only while the key's checkpoint is still this execution's."""
+        key = self.key_of(execution_arn)
+        found = self.show(key)
+        if found is None:
+            raise RedriveRefused(f"key {key!r} has no checkpoint (cleared or expired): rerun it")
+        if found["completed_at"] is not None:
+            raise RedriveRefused(f"key {key!r} was completed since (by another run): nothing to do")
+        if found["lease"] != execution_arn:
+            raise RedriveRefused(
+                f"key {key!r} was taken over by {found['lease']}: a redrive would repeat its "
+                "work; rerun the key instead"
+            )
         return dict(self.sfn.redrive_execution(executionArn=execution_arn))

@@ -112,3 +112,39 @@ def test_the_ops_cli_needs_no_repository_tooling() -> None:
         if isinstance(node, ast.ImportFrom) and node.module
     }
     assert "deploy" not in imported
+
+
+def test_a_redrive_is_refused_once_another_run_took_the_key_over_or_completed_it(
+    workflow: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    machine = workflow[-1]
+    sfn = runtime.client("stepfunctions")
+    order = json.dumps({"orderId": "order-7"})
+    a = sfn.start_execution(stateMachineArn=machine, name="order-7", input=order)["executionArn"]
+    b = sfn.start_execution(stateMachineArn=machine, name="order-7-r1", input=order)["executionArn"]
+    ddb = runtime.client("dynamodb")
+
+    def holder(**attributes: dict[str, str]) -> None:
+        ddb.put_item(TableName="checkpoints", Item={"pk": {"S": "order-7"}, **attributes})
+
+    # GIVEN run A failed and run B took the key's lease over
+    holder(lease={"S": b})
+    # THEN redriving A is refused (it would run its failed step again), one line, exit 2
+    assert main(["redrive", "--execution", a, *workflow]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"taken over by {b}" in error and "rerun" in error
+    # AND so it is once B completed the key
+    holder(completed_at={"N": "1"}, completed_by={"S": b})
+    assert main(["redrive", "--execution", a, *workflow]) == 2
+    assert "was completed since" in capsys.readouterr().err
+    # AND while the key is still A's, A is redriven
+    holder(lease={"S": a})
+    redriven: list[str] = []
+    workflow_ops = Checkpoints("checkpoints", machine)
+    monkeypatch.setattr(
+        workflow_ops.sfn,
+        "redrive_execution",
+        lambda executionArn: redriven.append(executionArn) or {"redriveDate": "now"},
+    )
+    assert workflow_ops.redrive(a) == {"redriveDate": "now"}
+    assert redriven == [a]

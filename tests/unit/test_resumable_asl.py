@@ -16,6 +16,7 @@ from moto.moto_api._internal.models import moto_api_backend
 
 from exactly_once.components import resumable_asl as asl
 from exactly_once.handlers import resumable, runtime
+from exactly_once.handlers.executions import execution_arn
 from exactly_once.handlers.resumable import ResumableSettings
 from exactly_once.ops.checkpoints import Checkpoints
 
@@ -107,13 +108,17 @@ def world(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
 CONFIG = ResumableSettings("checkpoints", ["s1", "s2", "s3"], 3600, 3600)
 
 
-def run(machine: str, document: dict[str, Any], outputs: list[Any]) -> tuple[dict, list[str]]:
-    loaded = resumable.load(CONFIG, str(document["orderId"]), "arn:test:execution")
+def run(
+    machine: str, document: dict[str, Any], outputs: list[Any], name: str = "run-1"
+) -> tuple[dict, list[str]]:
+    # Load as the execution about to start (the lease is its ARN, `$$.Execution.Id`)
+    arn = execution_arn(machine, name)
+    loaded = resumable.load(CONFIG, str(document["orderId"]), arn)
     finished = {"completed": True, "already": False}
     for output in [loaded, *outputs, finished]:  # what each Lambda returns, in order
         moto_api_backend.set_lambda_simple_result(json.dumps(output), ACCOUNT, "us-east-1")
     sfn = runtime.client("stepfunctions")
-    arn = sfn.start_execution(stateMachineArn=machine, input=json.dumps(document))["executionArn"]
+    sfn.start_execution(stateMachineArn=machine, name=name, input=json.dumps(document))
     for _ in range(200):
         described = sfn.describe_execution(executionArn=arn)
         if described["status"] != "RUNNING":
@@ -163,3 +168,31 @@ def test_a_step_marked_by_hand_mid_sequence_is_skipped_via_resync(world: dict[st
         "Saves3",
         "Finish",
     ]
+
+
+def test_a_run_whose_lease_was_taken_over_writes_nothing_and_runs_no_further_step(
+    world: dict[str, Any],
+) -> None:
+    # GIVEN run A whose lease another run B took over (A failed, B took the key and
+    # finished s1; then A was redriven: RedriveExecution resumes it at its failed step)
+    load = resumable.load
+
+    def taken_over(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        loaded = load(*args, **kwargs)
+        world["ops"].ddb.update_item(
+            TableName="checkpoints",
+            Key={"pk": {"S": "k"}},
+            UpdateExpression="SET lease = :b",
+            ExpressionAttributeValues={":b": {"S": "arn:aws:states:::execution:wf:run-B"}},
+        )
+        return loaded
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(resumable, "load", taken_over)
+        described, entered = run(world["machine"], {"orderId": "k"}, [{"n": 1}, {"n": 2}])
+    # THEN A fails LeaseLost at its first Save: no entry written, no step after it run
+    # (before, its Saves were unconditional: A ran s2 and s3 again over B's checkpoint)
+    assert described["status"] == "FAILED"
+    assert described.get("error") == "LeaseLost"
+    assert entered == ["Load", "Resume", "s1", "Saves1", "Resyncs1", "LeaseLost"]
+    assert world["ops"].show("k")["steps"]["s1"] == {}
