@@ -91,24 +91,49 @@ def entries(config: ResumableSettings, item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# DynamoDB's limits on one UpdateExpression: 4 KB, and 300 operators and functions
+# (Developer Guide, "Constraints", expression parameters). Load initializes every step's
+# entry: a long workflow's initializers are written in as many updates as they need.
+MAX_EXPRESSION_BYTES = 4096
+MAX_FUNCTIONS = 100  # with room to spare under 300
+
+
+def _batches(head: str, pieces: list[str]) -> list[list[str]]:
+    """`pieces` (SET actions) in order, in batches whose expression fits the limits: the
+    first batch after `head` (the lease's own actions), every later one alone."""
+    batches: list[list[str]] = [[]]
+    size = len(head.encode())
+    for piece in pieces:
+        cost = len(piece.encode()) + 2  # ", "
+        if size + cost > MAX_EXPRESSION_BYTES or len(batches[-1]) >= MAX_FUNCTIONS:
+            batches.append([])
+            size = len(b"SET ")
+        batches[-1].append(piece)
+        size += cost
+    return batches
+
+
 def _claim(
     config: ResumableSettings, key: str, execution: str, now: int, condition: str, **values: Any
 ) -> dict[str, Any] | None:
     """Take the lease if `condition` holds; the item after, or None if it did not hold."""
-    initial = ", ".join(
-        ["first_execution = if_not_exists(first_execution, :me)"]
-        + [f"{attribute(s)} = if_not_exists({attribute(s)}, :empty)" for s in config.steps]
+    head = (
+        "SET lease = :me, expires_at = :ttl, first_execution = if_not_exists(first_execution, :me)"
     )
+    pieces = [f"{attribute(s)} = if_not_exists({attribute(s)}, :empty)" for s in config.steps]
+    first, *rest = _batches(head, pieces)
+    ddb = client("dynamodb")
+    empty = {":empty": {"S": EMPTY}}
     try:
-        return client("dynamodb").update_item(
+        item = ddb.update_item(
             TableName=config.table,
             Key={"pk": {"S": key}},
-            UpdateExpression=f"SET lease = :me, expires_at = :ttl, {initial}",
+            UpdateExpression=", ".join([head, *first]),
             ConditionExpression=condition,
             ExpressionAttributeValues={
                 ":me": {"S": execution},
                 ":ttl": {"N": str(now + config.checkpoint_ttl_seconds)},
-                ":empty": {"S": EMPTY},
+                **(empty if first else {}),
                 **values,
             },
             ReturnValues="ALL_NEW",
@@ -117,6 +142,23 @@ def _claim(
         if aws_code(exc) == "ConditionalCheckFailedException":
             return None
         raise
+    for batch in rest:  # only a workflow of many long step names
+        try:
+            item = ddb.update_item(
+                TableName=config.table,
+                Key={"pk": {"S": key}},
+                UpdateExpression="SET " + ", ".join(batch),
+                ConditionExpression="lease = :me",
+                ExpressionAttributeValues={":me": {"S": execution}, **empty},
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except ClientError as exc:
+            if aws_code(exc) == "ConditionalCheckFailedException":
+                raise LeaseLost(
+                    f"key {key!r}: {execution} lost its lease while taking it"
+                ) from None
+            raise
+    return item
 
 
 def _holder_ended(holder: str) -> bool:

@@ -162,3 +162,34 @@ def test_the_handler_dispatches_on_the_action(
     assert resumable.handler({**event, "action": "finish"}, None)["completed"] is True
     with pytest.raises(ValueError, match="unknown action"):
         resumable.handler({**event, "action": "nope"}, None)
+
+
+@pytest.mark.parametrize("count", [2, 31, 120])
+def test_load_stays_within_dynamodbs_expression_limits_however_many_steps(
+    config: ResumableSettings, count: int
+) -> None:
+    # GIVEN a workflow of many steps with the longest names a step may have (48 characters)
+    steps = [f"S{i:03d}" + "x" * 44 for i in range(count)]
+    long = ResumableSettings(config.table, steps, TTL, RETENTION)
+    sent: list[dict[str, str]] = []
+    ddb = runtime.client("dynamodb")
+
+    def record(params: dict[str, str], **kwargs: object) -> None:
+        sent.append(params)
+
+    ddb.meta.events.register("before-parameter-build.dynamodb.UpdateItem", record)
+    try:
+        # WHEN a run loads the key (before: one expression of ~130 bytes per step, past
+        # DynamoDB's 4 KB near 30 such steps: every run failed at Load)
+        entries = resumable.load(long, "order-7", "arn:run:1", now=NOW)
+        again = resumable.load(long, "order-7", "arn:run:1", now=NOW)  # a retried Load
+    finally:
+        ddb.meta.events.unregister("before-parameter-build.dynamodb.UpdateItem", record)
+    # THEN every expression is within 4 KB and 300 functions, and every step is there, to do
+    for params in sent:
+        expression = params["UpdateExpression"]
+        assert len(expression.encode()) <= 4096, len(expression)
+        assert expression.count("(") <= 300
+    assert entries == again == {step: {} for step in steps}
+    # (one update per Load for a short workflow: the common case costs nothing more)
+    assert (len(sent) == 2) == (count == 2)
