@@ -14,8 +14,9 @@ Everything else (throttling, 5xx, timeouts) propagates so the event is redeliver
 it is never reported as a duplicate.
 
 A durable function's Invoke takes the name as DurableExecutionName (64 characters of the
-same set), an idempotency key kept for the function's retention period (Lambda developer
-guide, durable functions, "Idempotency"): a new name starts an execution; the same name
+same set, scoped to the function: names.durable_execution_name), an idempotency key kept
+for the function's retention period (Lambda developer guide, durable functions,
+"Idempotency"): a new name starts an execution; the same name
 and payload while it runs returns that execution; any other payload raises
 DurableExecutionAlreadyStartedException. The same per-call request id makes a concurrent
 twin always the exception, so the same rules hold.
@@ -29,7 +30,7 @@ import json
 from typing import Any
 
 from exactly_once.handlers.errors import ClientError, aws_code
-from exactly_once.handlers.names import DURABLE_MAX_NAME, execution_name
+from exactly_once.handlers.names import durable_execution_name, execution_name
 from exactly_once.handlers.runtime import client
 from exactly_once.handlers.settings import choice
 
@@ -141,7 +142,7 @@ def start_durable_once(
     lam = lam or client("lambda")
     attempt = 0
     while True:
-        name = execution_name(key, attempt, hide_key, DURABLE_MAX_NAME)
+        name = durable_execution_name(function_arn, key, attempt, hide_key)
         payload = {**document, "attempt": attempt, "requestId": request_id}
         try:
             response = lam.invoke(

@@ -12,6 +12,7 @@ collision of 80-bit SHA-256 prefixes.
 
 Step Functions takes names of up to 80 characters; Lambda durable functions'
 DurableExecutionName up to 64 of the same characters ([a-zA-Z0-9-_]): `limit` is which.
+A durable name is scoped to its function (`durable_execution_name`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,24 @@ def execution_name(key: str, attempt: int = 0, hide: bool = False, limit: int = 
         raise ValueError(f"attempt must be in 0..{MAX_ATTEMPT}, got {attempt}")
     body = name_body(key, hide, limit)
     return body if attempt == 0 else f"{body}-r{attempt}"
+
+
+DURABLE_SCOPE_CHARS = 8  # 32 bits of the function's hash
+
+
+def durable_execution_name(
+    function_arn: str, key: str, attempt: int = 0, hide: bool = False
+) -> str:
+    """DurableExecutionName for this key and attempt on this durable function:
+    `<scope>-<name>`, `scope` a hash of the unqualified function ARN. The Lambda developer
+    guide calls durable execution names unique per account and Region, the API model per
+    function: scoped, two functions never take each other's names under either reading
+    (their starters would count each other's events duplicates), while a function's
+    versions and aliases share its names (a new version still sees the old ones)."""
+    unqualified = ":".join(function_arn.split(":")[:7])  # arn:aws:lambda:R:A:function:NAME
+    scope = hashlib.sha256(unqualified.encode()).hexdigest()[:DURABLE_SCOPE_CHARS]
+    limit = DURABLE_MAX_NAME - DURABLE_SCOPE_CHARS - 1
+    return f"{scope}-{execution_name(key, attempt, hide, limit)}"
 
 
 def is_valid_name(name: str, limit: int = MAX_NAME) -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.handlers.names import DURABLE_MAX_NAME, execution_name
+from exactly_once.handlers.names import durable_execution_name
 from tests import events
 from tests.clients import (
     client,
@@ -103,7 +103,7 @@ def test_storm_through_the_durable_backend(durable: dict[str, Any]) -> None:
 
 def status_of(durable: dict[str, Any], key: str) -> str | None:
     """The status of the durable execution named by `key` (bucket/key), None if none."""
-    name = execution_name(key, limit=DURABLE_MAX_NAME)
+    name = durable_execution_name(durable["durableFunctionArn"], key)
     found = [e["Status"] for e in durable_executions(durable) if e["DurableExecutionName"] == name]
     assert len(found) <= 1, found  # a name is one execution
     return found[0] if found else None

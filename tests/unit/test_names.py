@@ -128,3 +128,26 @@ def test_a_key_with_a_newline_is_hashed_never_used_verbatim(key: str) -> None:
     assert name != key and is_valid_name(name)
     assert not is_valid_name("order-1\n")
     assert execution_name(key) != execution_name(key.strip())
+
+
+def test_durable_names_are_scoped_to_their_function_not_its_version() -> None:
+    from exactly_once.handlers.names import durable_execution_name
+
+    orders = "arn:aws:lambda:us-east-1:123456789012:function:orders"
+    refunds = "arn:aws:lambda:us-east-1:123456789012:function:refunds"
+    # two functions' starters with overlapping keys never take each other's names (AWS's
+    # guide calls names unique per account and Region: they would drop each other's events)
+    assert durable_execution_name(f"{orders}:1", "k") != durable_execution_name(f"{refunds}:1", "k")
+    # a function's versions and aliases share its names: a new version still sees the old
+    assert (
+        durable_execution_name(f"{orders}:1", "k")
+        == durable_execution_name(f"{orders}:live", "k")
+        == durable_execution_name(orders, "k")
+    )
+    names = set()
+    for key in ["k", "k-r1", "a/b", "x" * 200, "alice@example.com"]:
+        for attempt in (0, 1, MAX_ATTEMPT):
+            name = durable_execution_name(f"{orders}:2", key, attempt)
+            assert is_valid_name(name, DURABLE_MAX_NAME), name
+            names.add(name)
+    assert len(names) == 15

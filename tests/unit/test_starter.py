@@ -10,7 +10,7 @@ import pytest
 
 from exactly_once.handlers import runtime, starter
 from exactly_once.handlers.executions import Backend, ReusePolicy
-from exactly_once.handlers.names import execution_name
+from exactly_once.handlers.names import durable_execution_name
 from exactly_once.handlers.settings import SettingsError
 from exactly_once.handlers.starter import StarterSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine, s3_event
@@ -206,7 +206,7 @@ def test_a_durable_backend_names_the_invoke_and_counts_a_redelivery_as_a_duplica
             "invoke",
             {"StatusCode": 202, "DurableExecutionArn": arn},
             durable_invoke(
-                execution_name("uploads/in/a.csv", limit=64), {**sent, "requestId": "r1"}
+                durable_execution_name(FUNCTION, "uploads/in/a.csv"), {**sent, "requestId": "r1"}
             ),
         )
         stub.add_client_error(
@@ -214,7 +214,7 @@ def test_a_durable_backend_names_the_invoke_and_counts_a_redelivery_as_a_duplica
             "DurableExecutionAlreadyStartedException",
             http_status_code=409,
             expected_params=durable_invoke(
-                execution_name("uploads/in/a.csv", limit=64), {**sent, "requestId": "r2"}
+                durable_execution_name(FUNCTION, "uploads/in/a.csv"), {**sent, "requestId": "r2"}
             ),
         )
         first = starter.start(event, SimpleNamespace(aws_request_id="r1"), config)
@@ -235,7 +235,7 @@ def test_a_durable_backend_retries_a_failed_execution_under_the_next_name(
     config = settings(
         FUNCTION, backend=Backend.DURABLE_FUNCTION, reuse_policy="ALLOW_DUPLICATE_FAILED_ONLY"
     )
-    name = execution_name("uploads/in/a.csv", limit=64)
+    name = durable_execution_name(FUNCTION, "uploads/in/a.csv")
     sent = {"key": "uploads/in/a.csv", "event": event, "requestId": "r3"}
     with Stubber(runtime.client("lambda")) as stub:
         stub.add_response("get_function_configuration", DURABLE, {"FunctionName": FUNCTION})
