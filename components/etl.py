@@ -214,9 +214,9 @@ class IdempotentEtl(pulumi.ComponentResource):
         # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
         # needs the 404: on the input, so a vanished version is dead-lettered with its
         # reason instead of retried as a denial; on the output where it looks for a
-        # published output (deterministic: HEAD needs s3:GetObject).
+        # published output (conditional-write and deterministic: HEAD needs s3:GetObject).
         listed, read_out = [input_arn], False
-        if args.strategy == Strategy.DETERMINISTIC:
+        if args.strategy in (Strategy.DETERMINISTIC, Strategy.CONDITIONAL_WRITE):
             listed.append(output_arn)
             read_out = True
         # Outputs are PUT (or multipart-uploaded: s3:PutObject covers the upload's create,

@@ -18,9 +18,10 @@ S3 makes visible only when complete), never staged and copied. A transform raise
 `BadInput` for an input no retry can fix; anything else it raises is retried.
 
 Strategies (`EtlSettings.strategy`):
-- conditional-write (default): the output is written with `If-None-Match: *`, so the
-  first writer wins; a duplicate gets 412 (DUPLICATE), a concurrent write 409 (retried).
-  No table, no HEAD.
+- conditional-write (default): a HEAD finds an output already published (DUPLICATE, at
+  the cost of one request: nothing read or transformed); otherwise the output is written
+  with `If-None-Match: *`, so the first writer wins: a concurrent duplicate gets 412
+  (DUPLICATE), a concurrent write 409 (retried). No table.
 - deterministic: a HEAD finds an existing output (DUPLICATE); a concurrent duplicate
   rewrites the same bytes under the same key, so the transform must be deterministic.
 - control-record: a DynamoDB record per object version, IN_PROGRESS (a lock that expires
@@ -334,16 +335,34 @@ def _remaining_ms(context: Any) -> int:
 
 
 # -- conditional write and deterministic -----------------------------------------------
+def published(config: EtlSettings, key: str) -> bool:
+    """Whether the output `key` exists: one HEAD (a 404 needs s3:ListBucket on the output
+    bucket, else S3 answers 403, which is raised and retried, never taken for absent)."""
+    try:
+        client("s3").head_object(Bucket=config.output_bucket, Key=key)
+    except ClientError as exc:
+        if not object_missing(exc):
+            raise
+        return False
+    return True
+
+
 def process_conditionally(
     config: EtlSettings, ref: ObjectRef, transform: Transform
 ) -> dict[str, Any]:
-    """The first writer of the output key wins (see the module docstring)."""
-    output = f"s3://{config.output_bucket}/{output_key(config, ref)}"
+    """The first writer of the output key wins (see the module docstring). A redelivery
+    after completion is found by a HEAD first: without it, it re-read and re-transformed
+    the whole input to meet the 412 only at the end (0.88x the first run's work for a
+    40 MB object)."""
+    key = output_key(config, ref)
+    output = f"s3://{config.output_bucket}/{key}"
+    if published(config, key):
+        return {"status": DUPLICATE, "output": output}
     try:
         produce(config, ref, transform, only_if_absent=True)
     except ClientError as exc:
         code = aws_code(exc)
-        if code == "PreconditionFailed":  # the output exists: this run is a duplicate
+        if code == "PreconditionFailed":  # written meanwhile: a concurrent duplicate
             return {"status": DUPLICATE, "output": output}
         if code == "ConditionalRequestConflict":  # a concurrent write of it: S3 says retry
             raise InProgress(f"{ref.identity}: {output} is being written; retry later") from exc
@@ -356,11 +375,7 @@ def process_deterministically(
 ) -> dict[str, Any]:
     """A redelivery finds its output already published: one HEAD, no rewrite."""
     key = output_key(config, ref)
-    try:
-        client("s3").head_object(Bucket=config.output_bucket, Key=key)
-    except ClientError as exc:
-        if not object_missing(exc):
-            raise
+    if not published(config, key):
         produce(config, ref, transform)
         return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}"}
     return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}

@@ -43,14 +43,18 @@ def test_an_existing_bucket_is_used_as_given_never_created_or_reconfigured() -> 
     assert env["OUTPUT_BUCKET"] == "teams-results"
     policy = json.loads(mocks.named("etl-transform-policy").inputs["policy"])
     by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
-    # reads only under the prefix; conditional-write (the default) only PUTs outputs
+    # reads only under the prefix; conditional-write (the default) HEADs and PUTs outputs
+    # (the HEAD's 404 for an output not yet written needs ListBucket on its bucket)
     assert by_action[("s3:GetObject", "s3:GetObjectVersion")] == [
         "arn:aws:s3:::teams-uploads/incoming/*"
     ]
-    assert by_action[("s3:PutObject", "s3:AbortMultipartUpload")] == [
+    assert by_action[("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload")] == [
         "arn:aws:s3:::teams-results/*"
     ]
-    assert by_action[("s3:ListBucket",)] == ["arn:aws:s3:::teams-uploads"]
+    assert by_action[("s3:ListBucket",)] == [
+        "arn:aws:s3:::teams-uploads",
+        "arn:aws:s3:::teams-results",
+    ]
 
 
 def test_a_created_bucket_with_a_prefix_and_suffix_filters_its_notification() -> None:
