@@ -17,6 +17,8 @@ FAULTS = (
     "duplicate after completion",
     "after the record's retention",
     "slow arrival",
+    "lost answer",
+    "redrive",
 )
 
 
@@ -34,8 +36,8 @@ def test_every_cell_of_the_matrix_is_filled_and_names_real_tests() -> None:
         assert len(cells) == PATTERNS, fault
         for cell in cells:
             assert cell.strip(), f"{fault}: an empty cell"
-            for unit, module, test in re.findall(r"`(u: )?(test_\w+)::(test_\w+)`", cell):
-                folder = "unit" if unit else "e2e"
+            for tier, module, test in re.findall(r"`(u: |x: )?(test_\w+)::(test_\w+)`", cell):
+                folder = {"u: ": "unit", "x: ": "explore"}.get(tier, "e2e")
                 assert test in defined_tests(ROOT / "tests" / folder / f"{module}.py"), (
                     fault,
                     test,

@@ -1,0 +1,646 @@
+"""The explorer's scenarios: each pattern's handlers, run the way their source runs them,
+under a schedule of faults, then checked against what the pattern promises.
+
+A scenario sets up its world once (moto, in-process), then runs each schedule on work of
+its own (a fresh key), so schedules share the world and still cannot see each other:
+- the main delivery (Lambda's asynchronous invoke: two retries, same request id);
+- a concurrent twin of it, when the schedule says so (run whole at that call; should it
+  fail, its own retries come after the main delivery, as Lambda's are minutes apart);
+- a redelivery after completion (at-least-once sources deliver again later).
+`check` returns the violations of the invariants, each a line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+
+from exactly_once.handlers import etl, executions, names, runtime, starter
+from tests import events
+from tests.explore.faults import Clock, Injector, SandboxDied, lambda_async
+
+ARN = "arn:aws:{}:us-east-1:123456789012:{}"
+WAIT = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}
+
+
+class Context:
+    """A Lambda context: its request id and 30 s left, by the scenario's clock."""
+
+    def __init__(self, request_id: str) -> None:
+        self.aws_request_id = request_id
+        self.function_name = "explored"
+        self.invoked_function_arn = ARN.format("lambda", "function:explored")
+
+    @staticmethod
+    def get_remaining_time_in_millis() -> int:
+        return 30_000
+
+
+@contextlib.contextmanager
+def clocked(clock: Clock, *modules: types.ModuleType) -> Iterator[None]:
+    """`modules` read `clock` wherever they call time.time()."""
+    import time as real
+
+    fake = types.SimpleNamespace(
+        time=clock.time,
+        sleep=clock.advance,
+        monotonic=clock.time,
+        strftime=real.strftime,
+        gmtime=real.gmtime,
+    )
+    saved = [module.time for module in modules]  # type: ignore[attr-defined]
+    for module in modules:
+        module.time = fake  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for module, original in zip(modules, saved, strict=True):
+            module.time = original  # type: ignore[attr-defined]
+
+
+class Scenario:
+    """One pattern (and backend or strategy) to explore."""
+
+    name = ""
+    services: tuple[str, ...] = ()
+    at_least_once_kinds: frozenset[str] = frozenset()
+
+    def setup(self) -> None:
+        raise NotImplementedError
+
+    def run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        raise NotImplementedError
+
+    # -- the source: Lambda's asynchronous invoke --------------------------------------
+    def deliveries(
+        self,
+        injector: Injector,
+        clock: Clock,
+        deliver: Callable[[str], Any],
+        cold: Callable[[], None] = lambda: None,
+    ) -> list[tuple[str, str, Any]]:
+        """(who, outcome, answer) of the main delivery, a twin (if the schedule has one)
+        and a redelivery after completion."""
+        outcomes: list[tuple[str, str, Any]] = []
+        deferred: list[str] = []
+
+        def twin() -> None:
+            try:
+                outcomes.append(("twin", "ok", deliver("r-twin")))
+            except Exception:  # (retried by Lambda, later)
+                deferred.append("r-twin")
+
+        injector.twin = twin
+        outcomes.append(("main", *lambda_async(deliver, "r-main", clock, cold)))
+        injector.twin = lambda: None
+        for request_id in deferred:
+            clock.advance(60)
+            cold()
+            outcomes.append(("twin", *lambda_async(deliver, request_id, clock, cold)))
+        clock.advance(300)
+        outcomes.append(("again", *lambda_async(deliver, "r-again", clock, cold)))
+        return outcomes
+
+
+# -- pattern 1: the name-dedup starter, Step Functions --------------------------------------
+class StarterSteps(Scenario):
+    """One execution per key, whatever fails where; never a duplicate without one."""
+
+    services = ("stepfunctions", "sqs")
+
+    def __init__(self, policy: str = "REJECT_DUPLICATE") -> None:
+        self.policy = executions.ReusePolicy(policy)
+        self.name = f"1 starter (step-functions, {policy})"
+
+    def setup(self) -> None:
+        iam = runtime.client("iam")
+        role = iam.create_role(RoleName="explore", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        self.machine = runtime.client("stepfunctions").create_state_machine(
+            name="explored", definition=json.dumps(WAIT), roleArn=role
+        )["stateMachineArn"]
+        queue = runtime.client("sqs").create_queue(QueueName="starter-dlq")["QueueUrl"]
+        self.config = starter.StarterSettings(
+            backend=executions.Backend.STEP_FUNCTIONS,
+            target_arn=self.machine,
+            key_strategy="object-key",
+            reuse_policy=self.policy,
+            hide_key=False,
+        )
+        self.dlq = queue
+
+    def run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        import os
+
+        os.environ["DLQ_URL"] = self.dlq
+        sfn = runtime.client("stepfunctions")
+        key = f"uploads/in/{tag}.csv"
+        injector.paused = True
+        if self.policy == executions.ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
+            # an earlier run of this key failed: the policy re-runs it once, as `-r1`
+            failed = sfn.start_execution(
+                stateMachineArn=self.machine, name=names.execution_name(key), input="{}"
+            )["executionArn"]
+            sfn.stop_execution(executionArn=failed)
+        injector.paused = False
+        event = events.eventbridge("uploads", f"in/{tag}.csv", "v1")
+
+        def mine() -> list[str]:
+            listed = quietly(injector, lambda: sfn.list_executions(stateMachineArn=self.machine))[
+                "executions"
+            ]
+            return [e["name"] for e in listed if e["name"].startswith(names.name_body(key))]
+
+        unfounded: list[str] = []
+
+        def deliver(request_id: str) -> Any:
+            answer = starter.start(event, Context(request_id), self.config)
+            if answer.get("status") == "REJECTED":
+                raise AssertionError(f"a good event was dead-lettered: {answer['reason']}")
+            if answer.get("status") == "DUPLICATE" and answer["name"] not in mine():
+                unfounded.append(f"{request_id}: DUPLICATE of {answer['name']}, which never ran")
+            return answer
+
+        outcomes = self.deliveries(injector, clock, deliver, starter.unusable.cache_clear)
+        wanted = 1 if self.policy == executions.ReusePolicy.REJECT_DUPLICATE else 2
+        found = mine()
+        return unfounded + check_one_start(outcomes, len(found), wanted, found)
+
+
+def check_one_start(
+    outcomes: list[tuple[str, str, Any]], count: int, wanted: int, found: list[str]
+) -> list[str]:
+    violations = []
+    rejected = [o for o in outcomes if o[1] == "ok" and o[2].get("status") == "REJECTED"]
+    if rejected:
+        violations.append(f"good events dead-lettered: {rejected}")
+    delivered = any(outcome == "ok" for _, outcome, _ in outcomes)
+    if count > wanted:
+        violations.append(f"{count} executions for one key (want {wanted}): {found}")
+    elif count < wanted and delivered:
+        violations.append(f"lost: {count} executions although a delivery succeeded: {outcomes}")
+    elif count < wanted:  # every delivery failed: Lambda's on-failure destination keeps it
+        pass
+    return violations
+
+
+# -- pattern 1: the name-dedup starter, a durable function ---------------------------------
+class FakeDurable:
+    """Lambda's durable-execution API as its developer guide describes it, answered from a
+    dict at botocore's before-call hook: a new DurableExecutionName starts an execution;
+    the same name and payload while it runs answers that execution; anything else is
+    DurableExecutionAlreadyStartedException (kept for the retention)."""
+
+    def __init__(self, function_arn: str) -> None:
+        self.function_arn = function_arn
+        self.executions: dict[str, dict[str, str]] = {}
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-call.lambda.*", self.answer, unique_id="durable")
+
+    def answer(self, model: Any, params: dict[str, Any], **kwargs: Any) -> Any:
+        body = json.loads(params.get("body") or b"{}") if model.name != "Invoke" else None
+        del body
+        headers = params.get("headers", {})
+        if model.name == "GetFunctionConfiguration":
+            return ok({"FunctionName": "durable", "DurableConfig": {"RetentionPeriodInDays": 14}})
+        if model.name == "Invoke":
+            name = headers.get("X-Amz-Durable-Execution-Name")
+            payload = params["body"]
+            found = self.executions.get(name)
+            if found is None:
+                arn = f"{self.function_arn}/durable-execution/{name}/1"
+                self.executions[name] = {"payload": payload, "status": "RUNNING", "arn": arn}
+                return ok({"StatusCode": 202, "DurableExecutionArn": arn}, status=202)
+            if found["status"] == "RUNNING" and found["payload"] == payload:
+                return ok({"StatusCode": 202, "DurableExecutionArn": found["arn"]}, status=202)
+            return error("DurableExecutionAlreadyStartedException", 409)
+        if model.name == "ListDurableExecutionsByFunction":
+            name = params.get("query_string", {}).get("DurableExecutionName")
+            listed = [
+                {"DurableExecutionName": n, "DurableExecutionArn": e["arn"], "Status": e["status"]}
+                for n, e in self.executions.items()
+                if n == name
+            ]
+            return ok({"DurableExecutions": listed})
+        raise AssertionError(f"the fake durable service has no {model.name}")
+
+
+def ok(parsed: dict[str, Any], status: int = 200) -> tuple[AWSResponse, dict[str, Any]]:
+    return AWSResponse("explore", status, {}, None), {
+        **parsed,
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
+
+
+def error(code: str, status: int) -> tuple[AWSResponse, dict[str, Any]]:
+    return AWSResponse("explore", status, {}, None), {
+        "Error": {"Code": code, "Message": "explore"},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
+
+
+class StarterDurable(Scenario):
+    name = "1 starter (durable-function)"
+    services = ("lambda", "sqs")
+
+    def setup(self) -> None:
+        self.function = ARN.format("lambda", "function:durable:1")
+        self.fake = FakeDurable(self.function)
+        self.fake.attach(runtime.client("lambda"))
+        self.dlq = runtime.client("sqs").create_queue(QueueName="durable-dlq")["QueueUrl"]
+        self.config = starter.StarterSettings(
+            backend=executions.Backend.DURABLE_FUNCTION,
+            target_arn=self.function,
+            key_strategy="object-key",
+            reuse_policy=executions.ReusePolicy.REJECT_DUPLICATE,
+            hide_key=False,
+        )
+
+    def run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        import os
+
+        os.environ["DLQ_URL"] = self.dlq
+        key = f"uploads/in/{tag}.csv"
+        event = events.eventbridge("uploads", f"in/{tag}.csv", "v1")
+
+        name = names.durable_execution_name(self.function, key)
+        unfounded: list[str] = []
+
+        def deliver(request_id: str) -> Any:
+            answer = starter.start(event, Context(request_id), self.config)
+            if answer.get("status") == "DUPLICATE" and answer["name"] not in self.fake.executions:
+                unfounded.append(f"{request_id}: DUPLICATE of {answer['name']}, which never ran")
+            return answer
+
+        outcomes = self.deliveries(injector, clock, deliver, starter.unusable.cache_clear)
+        found = [n for n in self.fake.executions if n.startswith(name)]
+        return unfounded + check_one_start(outcomes, len(found), 1, found)
+
+
+# -- pattern 5: the idempotent S3 ETL --------------------------------------------------------
+CSV = b"id,name,amount\n1,alpha,2.5\n2,beta,3\n"
+
+
+class Etl(Scenario):
+    """Exactly one output per input version, whole and right; never a good input rejected."""
+
+    services = ("s3", "dynamodb", "sqs")
+
+    def __init__(self, strategy: str) -> None:
+        self.strategy = strategy
+        self.name = f"5 ETL ({strategy})"
+
+    def setup(self) -> None:
+        s3 = runtime.client("s3")
+        for bucket in ("explore-in", "explore-out"):
+            s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket="explore-in", VersioningConfiguration={"Status": "Enabled"})
+        runtime.client("dynamodb").create_table(
+            TableName="explore-control",
+            KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        queue = runtime.client("sqs").create_queue(QueueName="etl-dlq")["QueueUrl"]
+        self.config = etl.EtlSettings(
+            output_bucket="explore-out",
+            strategy=self.strategy,  # type: ignore[arg-type]
+            output_suffix=".jsonl",
+            control_table="explore-control",
+            dlq_url=queue,
+        )
+        from etl_transforms import csv_jsonl
+
+        self.transform = csv_jsonl.transform
+        self.expected = b"".join(csv_jsonl.transform(io.BytesIO(CSV), None))  # type: ignore[arg-type]
+
+    def run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        s3 = runtime.client("s3")
+        injector.paused = True
+        put = s3.put_object(Bucket="explore-in", Key=f"in/{tag}.csv", Body=CSV)
+        injector.paused = False
+        event = events.notification("explore-in", f"in/{tag}.csv", put["VersionId"], put["ETag"])
+
+        def deliver(request_id: str) -> Any:
+            [result] = etl.transform_once(event, self.transform, self.config, Context(request_id))[
+                "results"
+            ]
+            if result["status"] == "REJECTED":
+                raise AssertionError(f"a good input was rejected: {result['reason']}")
+            return result
+
+        with clocked(clock, etl):
+            outcomes = self.deliveries(injector, clock, deliver)
+        injector.paused = True
+        try:
+            listed = s3.list_objects_v2(Bucket="explore-out", Prefix=f"in/{tag}.csv").get(
+                "Contents", []
+            )
+            bodies = [
+                s3.get_object(Bucket="explore-out", Key=o["Key"])["Body"].read() for o in listed
+            ]
+        finally:
+            injector.paused = False
+        violations = []
+        delivered = any(outcome == "ok" for _, outcome, _ in outcomes)
+        if len(listed) > 1:
+            violations.append(f"{len(listed)} outputs for one version")
+        if not listed and delivered:
+            violations.append(f"lost: no output although a delivery succeeded: {outcomes}")
+        if any(body != self.expected for body in bodies):
+            violations.append("an output is not the transform's whole output")
+        return violations
+
+
+# -- the state machines' scenarios ----------------------------------------------------------
+CLOCK_FN = ARN.format("lambda", "function:clock")
+TARGET_FN = ARN.format("lambda", "function:target")
+
+
+def quietly(injector: Injector, call: Callable[[], Any]) -> Any:
+    """A look at the world (the check's, or the source's own read), never faulted or counted."""
+    injector.paused = True
+    try:
+        return call()
+    finally:
+        injector.paused = False
+
+
+def faults_at(injector: Injector, name: str, kinds: tuple[str, ...]) -> int:
+    return sum(1 for f in injector.injected if f.split("@")[0] in kinds and f.endswith(name))
+
+
+class SchedulerScenario(Scenario):
+    """Pattern 3: a message registered by API (its client retrying), started by the API
+    and the stream, its waiting execution run by the model (a failed one redriven), the
+    sweep once it would be overdue: it ends DONE, fired once (more only where a fault hit
+    the target's own invoke after it ran: documented at least once), never early."""
+
+    name = "3 scheduler"
+    services = ("dynamodb", "stepfunctions")
+
+    def setup(self) -> None:
+        from exactly_once.components.scheduler import waiting_definition
+        from exactly_once.handlers import scheduler
+
+        ddb = runtime.client("dynamodb")
+        ddb.create_table(
+            TableName="explore-messages",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "status", "AttributeType": "S"},
+                {"AttributeName": "publish_at", "AttributeType": "N"},
+            ],
+            GlobalSecondaryIndexes=[
+                {
+                    "IndexName": scheduler.STATUS_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": "status", "KeyType": "HASH"},
+                        {"AttributeName": "publish_at", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "KEYS_ONLY"},
+                }
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        ddb.put_item(
+            TableName="explore-messages",
+            Item={"pk": {"S": "INVOKER#demo"}, "target_arn": {"S": TARGET_FN}},
+        )
+        iam = runtime.client("iam")
+        role = iam.create_role(RoleName="waiter", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        machine = runtime.client("stepfunctions").create_state_machine(
+            name="waiter", definition=json.dumps(WAIT), roleArn=role
+        )["stateMachineArn"]
+        self.config = scheduler.SchedulerSettings(
+            table="explore-messages",
+            state_machine_arn=machine,
+            window_seconds=120,
+            late_tolerance_seconds=60,
+        )
+        self.definition = waiting_definition("explore-messages", CLOCK_FN)
+        self.fires: dict[str, list[float]] = {}
+        self.ran: set[str] = set()
+
+    def run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        from exactly_once.handlers import scheduler, scheduler_api
+        from tests.explore.machine import Machine
+
+        config = self.config
+        publish = round(clock.now + 30, 3)
+        body = json.dumps({"publishTime": publish, "channel": "demo", "parameters": {"t": tag}})
+
+        def register(request_id: str) -> Any:
+            request = {
+                "httpMethod": "POST",
+                "body": body,
+                "headers": {"Idempotency-Key": tag},
+                "requestContext": {"requestTimeEpoch": int(clock.now * 1000)},
+            }
+            answer = scheduler_api.serve(request, config, Context(request_id))
+            if answer["statusCode"] >= 500:  # API Gateway's 5xx: the client retries
+                raise RuntimeError(answer)
+            if answer["statusCode"] not in (200, 201):
+                raise AssertionError(f"registration refused: {answer}")
+            return json.loads(answer["body"])
+
+        def clock_fn(payload: dict[str, Any]) -> Any:
+            clock.now = max(clock.now, float(payload["publishTime"]))
+            return {"late": 0}
+
+        def target(payload: dict[str, Any]) -> Any:
+            self.fires.setdefault(payload["id"], []).append(clock.now)
+            return {"id": payload["id"]}
+
+        model = Machine(self.definition, {CLOCK_FN: clock_fn, TARGET_FN: target}, clock, injector)
+        with clocked(clock, scheduler):
+            outcomes = self.deliveries(injector, clock, register)
+            answers = [a for _, outcome, a in outcomes if outcome == "ok"]
+            if not answers:
+                return []  # never registered: the client was told (5xx every time)
+            message_id = answers[0]["id"]
+            item = quietly(injector, lambda: scheduler._item(config, message_id))
+            # the stream: the STANDBY image, retried by the event source mapping
+            for _ in range(6):
+                try:
+                    record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
+                    scheduler.start_records(config, {"Records": [record]}, Context("stream"))
+                    break
+                except (Exception, SandboxDied):
+                    clock.advance(1)
+            self._executions(injector, model, message_id)
+            clock.advance(scheduler.OVERDUE_SECONDS + 10)
+            for _ in range(2):  # the sweep's schedule runs it again next period
+                try:
+                    scheduler.sweep(config, context=Context("sweep"))
+                    break
+                except (Exception, SandboxDied):
+                    clock.advance(60)
+            self._executions(injector, model, message_id)
+        final = quietly(injector, lambda: scheduler.get(config, message_id))
+        fired = self.fires.get(message_id, [])
+        allowed = 1 + faults_at(injector, f"Invoke:{TARGET_FN}", ("lost", "crash", "resent"))
+        violations = []
+        if final is None or final["status"] != "DONE":
+            violations.append(f"message ended {final and final['status']}, not DONE")
+        if not fired:
+            violations.append("never fired")
+        elif len(fired) > allowed:
+            violations.append(f"fired {len(fired)} times (allowed {allowed})")
+        if fired and min(fired) < publish:
+            violations.append(f"fired {publish - min(fired):.3f}s early")
+        return violations
+
+    def _executions(self, injector: Injector, model: Any, message_id: str) -> None:
+        """Run every execution of the message not run yet; redrive a failed one once."""
+        sfn = runtime.client("stepfunctions")
+        listed = quietly(
+            injector, lambda: sfn.list_executions(stateMachineArn=self.config.state_machine_arn)
+        )["executions"]
+        for execution in listed:
+            arn = execution["executionArn"]
+            if not execution["name"].startswith(message_id) or arn in self.ran:
+                continue
+            self.ran.add(arn)
+            document = json.loads(
+                quietly(injector, lambda a=arn: sfn.describe_execution(executionArn=a))["input"]
+            )
+            run = model.run(arn, document)
+            if run.status == "FAILED":  # an operator's redrive: from the state that failed
+                model.run(arn, run.failed_input, start_at=run.failed_state)
+            quietly(injector, lambda a=arn: sfn.stop_execution(executionArn=a))
+
+
+CHECKPOINT_FN = ARN.format("lambda", "function:checkpoint")
+
+
+class StepBroken(Exception):
+    """A step's own failure, retried by no rule: its run fails there."""
+
+
+STEPS = ("s1", "s2", "s3")
+
+
+class ResumableScenario(Scenario):
+    """Pattern 4, the state machine form: a run of a key whose second step fails (once),
+    re-run (`ops rerun`: the next attempt's name) until it completes; the failed run is
+    redriven (RedriveExecution, from its failed step) while the re-run is in flight (a
+    `twin` fault: at that call) or after it; then a duplicate run after completion. Each
+    step's effect happens once, more only in its own window (a fault on its invoke or its
+    checkpoint write, or a redrive restarting at it: documented at least once); the key
+    ends completed."""
+
+    name = "4 resumable (step-functions)"
+    services = ("dynamodb", "stepfunctions")
+
+    def setup(self) -> None:
+        from exactly_once.components import resumable_asl
+
+        runtime.client("dynamodb").create_table(
+            TableName="explore-checkpoints",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        iam = runtime.client("iam")
+        role = iam.create_role(RoleName="workflow", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        self.machine = runtime.client("stepfunctions").create_state_machine(
+            name="workflow", definition=json.dumps(WAIT), roleArn=role
+        )["stateMachineArn"]
+        steps = [resumable_asl.Step(s, ARN.format("lambda", f"function:{s}")) for s in STEPS]
+        self.definition = resumable_asl.definition(
+            steps, "explore-checkpoints", CHECKPOINT_FN, "$.orderId"
+        )
+        self.effects: dict[tuple[str, str], int] = {}
+
+    def run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        from exactly_once.handlers import resumable
+        from tests.explore.machine import Machine
+
+        config = resumable.ResumableSettings("explore-checkpoints", list(STEPS), 86400, 86400)
+        sfn = runtime.client("stepfunctions")
+
+        def checkpoint(payload: dict[str, Any]) -> Any:
+            if payload["action"] == "load":
+                return resumable.load(config, payload["key"], payload["execution"])
+            return resumable.finish(config, payload["key"], payload["execution"])
+
+        broken = {"s2"}  # fails its first call, for good: the run fails there
+
+        def step(name: str) -> Callable[[Any], Any]:
+            def effect(payload: dict[str, Any]) -> Any:
+                if name in broken:
+                    broken.discard(name)
+                    raise StepBroken(f"{name} failed")
+                key = (payload["orderId"], name)
+                self.effects[key] = self.effects.get(key, 0) + 1
+                return {"step": name}
+
+            return effect
+
+        lambdas = {CHECKPOINT_FN: checkpoint}
+        lambdas |= {ARN.format("lambda", f"function:{s}"): step(s) for s in STEPS}
+        model = Machine(self.definition, lambdas, clock, injector)
+        failed: list[tuple[str, Any]] = []
+        redriven_at: list[str] = []
+
+        def start(attempt: int) -> Any:
+            name = tag if attempt == 0 else f"{tag}-r{attempt}"
+            arn = quietly(
+                injector,
+                lambda: sfn.start_execution(
+                    stateMachineArn=self.machine, name=name, input=json.dumps({"orderId": tag})
+                ),
+            )["executionArn"]
+            run = model.run(arn, {"orderId": tag})
+            quietly(injector, lambda: sfn.stop_execution(executionArn=arn))  # it ended
+            if run.status == "FAILED":
+                failed.append((arn, run))
+            return run
+
+        def redrive() -> None:
+            while failed:  # redriven once each, from the state that failed
+                arn, run = failed.pop(0)
+                redriven_at.append(run.failed_state)
+                model.run(arn, run.failed_input, start_at=run.failed_state)
+
+        with clocked(clock, resumable):
+            attempt = 0
+            while start(attempt).status != "SUCCEEDED" and attempt < 4:
+                attempt += 1  # an operator (or the next delivery) re-runs the key
+                clock.advance(60)
+                injector.twin = redrive  # a redrive may come while the re-run is in flight
+            injector.twin = lambda: None
+            redrive()  # or after it
+            start(attempt + 1)  # a duplicate run after completion: runs no step
+        item = quietly(
+            injector,
+            lambda: runtime.client("dynamodb").get_item(
+                TableName="explore-checkpoints", Key={"pk": {"S": tag}}, ConsistentRead=True
+            ),
+        ).get("Item", {})
+        violations = []
+        if "completed_at" not in item:
+            violations.append(f"the key never completed ({len(failed)} failed runs)")
+        for name in STEPS:
+            count = self.effects.get((tag, name), 0)
+            # its window: its invoke, and the checkpoint write that records it
+            window = model.faults_in(name, f"Save{name}", f"Resync{name}")
+            allowed = 1 + window + redriven_at.count(name)
+            if count == 0:
+                violations.append(f"step {name} never ran")
+            elif count > allowed:
+                violations.append(f"step {name} ran {count} times (allowed {allowed})")
+        return violations
+
+
+def more() -> list[Scenario]:
+    """The scenarios that run a state machine's model (scheduler, resumable workflow)."""
+    return [SchedulerScenario(), ResumableScenario()]

@@ -1,0 +1,80 @@
+"""The fault explorer as a test tier (marker `explore`, no LocalStack): every scenario,
+every single fault at every AWS call, and EXPLORE_COUNT seeded random multi-fault
+schedules each (CI: 150); `bash scripts/explore N` runs more."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+
+from exactly_once.handlers import executions
+from tests.explore import explorer, scenarios
+from tests.explore.faults import Fault, Injector, schedules
+
+pytestmark = pytest.mark.explore
+COUNT = int(os.environ.get("EXPLORE_COUNT", "150"))
+
+
+@pytest.fixture(autouse=True)
+def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOG_LEVEL", "ERROR")
+
+
+@pytest.mark.parametrize("scenario", explorer.all_scenarios(), ids=lambda s: s.name)
+def test_no_schedule_of_faults_breaks_exactly_once(scenario: scenarios.Scenario) -> None:
+    report = explorer.explore(scenario, COUNT)
+    print(report.line())
+    assert report.calls > 0 and report.schedules == 1 + report.calls * 5 + COUNT
+    assert report.faults >= report.calls * 4  # every single fault was injected somewhere
+    assert report.violations == [], "\n".join(report.violations[:20])
+
+
+def test_the_explorer_finds_a_planted_defect(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a starter that takes a failed start for a duplicate (the defect the starter's
+    # design rules out: throttles and unknown errors must be retried)
+    real = executions.start_once
+
+    def careless(*args: Any, **kwargs: Any) -> executions.Outcome:
+        try:
+            return real(*args, **kwargs)
+        except executions.ClientError:
+            return executions.Outcome(executions.DUPLICATE, "?", "?", 0)
+
+    monkeypatch.setattr(scenarios.starter, "start_once", careless)
+    report = explorer.explore(scenarios.StarterSteps(), count=0)
+    # THEN the error at the start is found: a DUPLICATE answered for a start that never was
+    assert any("[error@" in v and "never ran" in v for v in report.violations), report.violations
+
+
+def test_every_single_fault_comes_before_the_random_ones() -> None:
+    listed = list(schedules(calls=2, seed=1, count=3))
+    assert listed[0] == ()
+    assert listed[1 : 1 + 2 * 5] == [
+        (Fault(call, kind),)
+        for call in range(2)
+        for kind in ("error", "lost", "resent", "crash", "twin")
+    ]
+    assert all(2 <= len(s) <= 3 for s in listed[11:]) and len(listed) == 14
+
+
+def test_a_lost_answer_takes_effect_and_a_resent_one_is_sent_twice() -> None:
+    import boto3
+    from botocore.exceptions import ReadTimeoutError
+    from moto import mock_aws
+
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue = sqs.create_queue(QueueName="q")["QueueUrl"]
+        injector = Injector([Fault(0, "lost"), Fault(1, "resent")])
+        injector.attach(sqs)
+        with pytest.raises(ReadTimeoutError):
+            sqs.send_message(QueueUrl=queue, MessageBody="one")
+        sqs.send_message(QueueUrl=queue, MessageBody="two")
+        Injector.detach(sqs)
+        attributes = sqs.get_queue_attributes(
+            QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "3"  # one, two, two again
+    assert injector.injected == ["lost@0:SendMessage", "resent@1:SendMessage"]
