@@ -26,6 +26,7 @@ class Report:
     faults: int = 0
     violations: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
+    apis: set[str] = dataclasses.field(default_factory=set)  # service.Operation[.Parameter]
 
     def line(self) -> str:
         return (
@@ -70,6 +71,7 @@ def explore(scenario: Scenario, count: int, seed: int = 7) -> Report:
             probe.attach(client)
         clean = scenario.run("clean", probe, clock)
         report.calls = len(probe.calls)
+        report.apis |= probe.apis
         if clean:
             report.violations += [f"clean run: {v}" for v in clean]
         for client in clients:
@@ -87,6 +89,7 @@ def explore(scenario: Scenario, count: int, seed: int = 7) -> Report:
                     Injector.detach(client)
             report.schedules += 1
             report.faults += len(injector.injected)
+            report.apis |= injector.apis
             report.violations += [
                 f"[{', '.join(map(str, faults)) or 'no fault'}] {v} (injected: {injector.injected})"
                 for v in found

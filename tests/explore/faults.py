@@ -62,14 +62,19 @@ class Injector:
         self.injected: list[str] = []
         self.paused = False
         self.twin: Callable[[], None] = lambda: None
+        self.apis: set[str] = set()  # service.Operation.Parameter of every call seen
         # per call in flight: (index, kind, the API parameters) for the after-call hook
         self._flight: list[tuple[int, str | None, dict[str, Any]]] = []
 
     def attach(self, client: Any) -> None:
         events = client.meta.events
 
-        def params(params: Any, **kwargs: Any) -> None:
+        service = client.meta.service_model.service_name
+
+        def params(params: Any, model: Any, **kwargs: Any) -> None:
             self._flight.append((-1, None, dict(params)))
+            self.apis.add(f"{service}.{model.name}")
+            self.apis.update(f"{service}.{model.name}.{parameter}" for parameter in params)
 
         def before(model: Any, **kwargs: Any) -> None:
             self._before(model)

@@ -289,3 +289,43 @@ def test_the_version_has_one_home() -> None:
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert VERSION == declared == schema()["version"]
     assert f"## {declared}" in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_every_aws_api_the_handlers_call_is_in_the_oldest_botocore_or_declared_newer(
+    at_minimums: str, tmp_path: Path
+) -> None:
+    # GIVEN every API (operation and parameter) the handlers called in the fault explorer's
+    # runs of every pattern, its faults included (retries, re-runs, sweeps, redrives)
+    from exactly_once.handlers.sdk import NEWER
+    from tests.explore import explorer
+
+    called: set[str] = set()
+    for scenario in explorer.all_scenarios():
+        called |= explorer.explore(scenario, count=0).apis
+    assert {"dynamodb.UpdateItem.ConditionExpression", "stepfunctions.StartExecution"} <= called
+    listed = tmp_path / "apis.json"
+    listed.write_text(json.dumps(sorted(called)))
+    # THEN the oldest botocore the package allows has each, except those declared newer
+    # (handlers/sdk.py, with what the handlers do about an older SDK), and those are
+    # really missing there: the declaration is neither short nor stale
+    script = """
+import json, sys
+from botocore.session import get_session
+session = get_session()
+missing = []
+for api in json.load(open(sys.argv[1])) + sys.argv[2].split(","):
+    service, operation, *parameter = api.split(".")
+    model = session.get_service_model(service)
+    if operation not in model.operation_names:
+        missing.append(api)
+    elif parameter and parameter[0] not in model.operation_model(operation).input_shape.members:
+        missing.append(api)
+print(json.dumps(sorted(set(missing))))
+"""
+    result = subprocess.run(
+        [at_minimums, "-c", script, str(listed), ",".join(NEWER)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert set(json.loads(result.stdout)) == set(NEWER)
