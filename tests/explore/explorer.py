@@ -1,20 +1,24 @@
 """Run the fault explorer: every scenario, every single fault at every AWS call of a clean
 run, then seeded random multi-fault schedules; print schedules explored and violations
 per scenario. `python -m tests.explore.explorer N` (or `bash scripts/explore N`) runs N
-random schedules per scenario; the test tier runs a bounded count."""
+random schedules in all, shared evenly by the scenarios; the test tier runs a bounded
+count per scenario."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from moto import mock_aws
 
 from exactly_once.handlers import runtime, starter
-from tests.explore.faults import Clock, Injector, schedules
+from tests.explore.faults import Clock, Fault, Injector, schedules
 from tests.explore.scenarios import Scenario
 
 
@@ -49,8 +53,12 @@ def all_scenarios() -> list[Scenario]:
     ]
 
 
-def explore(scenario: Scenario, count: int, seed: int = 7) -> Report:
-    """Every schedule of `scenario` (see faults.schedules) in one moto world."""
+BATCH = 400  # schedules per moto world: a world grows with every schedule's work
+
+
+def explore(scenario: Scenario, count: int, seed: int = 7, progress: bool = False) -> Report:
+    """Every schedule of `scenario` (see faults.schedules), BATCH at a time in a fresh moto
+    world (schedules in one world work on keys of their own)."""
     report = Report(scenario.name)
     started = time.monotonic()
     for name, value in {
@@ -60,44 +68,74 @@ def explore(scenario: Scenario, count: int, seed: int = 7) -> Report:
     }.items():
         os.environ.setdefault(name, value)
     os.environ.pop("AWS_ENDPOINT_URL", None)
-    runtime.client.cache_clear()
-    starter.unusable.cache_clear()
-    with mock_aws():
-        clients = [runtime.client(service) for service in scenario.services]
-        scenario.setup()
-        clock = Clock()
+    with _world(scenario) as (clients, clock):
         probe = Injector()
         for client in clients:
             probe.attach(client)
         clean = scenario.run("clean", probe, clock)
         report.calls = len(probe.calls)
         report.apis |= probe.apis
-        if clean:
-            report.violations += [f"clean run: {v}" for v in clean]
+        report.violations += [f"clean run: {v}" for v in clean]
         for client in clients:
             Injector.detach(client)
-        for number, faults in enumerate(schedules(report.calls, seed, count)):
-            injector = Injector(faults)
-            for client in clients:
-                injector.attach(client)
-            try:
-                found = scenario.run(f"s{number}", injector, clock)
-            except BaseException as exc:  # (a crash escaping the source's model)
-                found = [f"the schedule itself failed: {exc!r}"]
-            finally:
-                for client in clients:
-                    Injector.detach(client)
-            report.schedules += 1
-            report.faults += len(injector.injected)
-            report.apis |= injector.apis
-            report.violations += [
-                f"[{', '.join(map(str, faults)) or 'no fault'}] {v} (injected: {injector.injected})"
-                for v in found
-            ]
-    runtime.client.cache_clear()
-    starter.unusable.cache_clear()
+    planned = iter(enumerate(schedules(report.calls, seed, count)))
+    while True:
+        batch = list(itertools.islice(planned, BATCH))
+        if not batch:
+            break
+        with _world(scenario) as (clients, clock):
+            for number, faults in batch:
+                _one(scenario, report, clients, clock, number, faults)
+        if progress:
+            print(
+                f"  {scenario.name}: {report.schedules} schedules, "
+                f"{len(report.violations)} violations",
+                file=sys.stderr,
+                flush=True,
+            )
     report.seconds = time.monotonic() - started
     return report
+
+
+@contextlib.contextmanager
+def _world(scenario: Scenario) -> Iterator[tuple[list[Any], Clock]]:
+    runtime.client.cache_clear()
+    starter.unusable.cache_clear()
+    try:
+        with mock_aws():
+            clients = [runtime.client(service) for service in scenario.services]
+            scenario.setup()
+            yield clients, Clock()
+    finally:
+        runtime.client.cache_clear()
+        starter.unusable.cache_clear()
+
+
+def _one(
+    scenario: Scenario,
+    report: Report,
+    clients: list[Any],
+    clock: Clock,
+    number: int,
+    faults: tuple[Fault, ...],
+) -> None:
+    injector = Injector(faults)
+    for client in clients:
+        injector.attach(client)
+    try:
+        found = scenario.run(f"s{number}", injector, clock)
+    except BaseException as exc:  # (a crash escaping the source's model)
+        found = [f"the schedule itself failed: {exc!r}"]
+    finally:
+        for client in clients:
+            Injector.detach(client)
+    report.schedules += 1
+    report.faults += len(injector.injected)
+    report.apis |= injector.apis
+    report.violations += [
+        f"[{', '.join(map(str, faults)) or 'no fault'}] {v} (injected: {injector.injected})"
+        for v in found
+    ]
 
 
 def main(argv: Iterable[str] = sys.argv[1:]) -> int:
@@ -107,11 +145,12 @@ def main(argv: Iterable[str] = sys.argv[1:]) -> int:
     sys.path[:0] = [str(root), str(root / "examples" / "etl")]  # the example transforms
     os.environ["LOG_LEVEL"] = "ERROR"  # a schedule's handlers log every call: keep quiet
     args = list(argv)
-    count = int(args[0]) if args else 100
+    explored = all_scenarios()
+    count = -(-int(args[0]) // len(explored)) if args else 100  # per scenario, rounded up
     failed = 0
     total = 0
-    for scenario in all_scenarios():
-        report = explore(scenario, count)
+    for scenario in explored:
+        report = explore(scenario, count, progress=True)
         total += report.schedules
         print(report.line(), flush=True)
         for violation in report.violations[:10]:
