@@ -220,9 +220,12 @@ class NameDedupStarter(pulumi.ComponentResource):
             allow(["states:DescribeStateMachine"], [self.state_machine_arn]),
         ]
         if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
-            # Only this policy asks how a taken name's execution ended.
+            # Only this policy asks how a taken name's execution ended, and redrives a
+            # failed one that Step Functions can still redrive (handlers/executions.py).
             executions = executions_of(self.state_machine_arn)
-            statements.append(allow(["states:DescribeExecution"], [executions]))
+            statements.append(
+                allow(["states:DescribeExecution", "states:RedriveExecution"], [executions])
+            )
         return self.state_machine_arn, statements
 
     @staticmethod

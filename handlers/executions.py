@@ -36,6 +36,7 @@ from exactly_once.handlers.settings import choice
 
 STARTED = "STARTED"
 DUPLICATE = "DUPLICATE"
+REDRIVEN = "REDRIVEN"  # a failed attempt resumed under its own name (RedriveExecution)
 
 
 class ReusePolicy(enum.StrEnum):
@@ -72,7 +73,7 @@ PERMANENT_ERRORS = frozenset(
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    status: str  # STARTED | DUPLICATE
+    status: str  # STARTED | DUPLICATE | REDRIVEN
     name: str
     execution_arn: str
     attempt: int
@@ -99,9 +100,18 @@ def start_once(
     reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE,
     hide_key: bool = False,
     sfn: Any = None,
+    redrive: bool = False,
 ) -> Outcome:
     """Start `document` (plus its attempt number and `request_id`, which must be unique
-    per delivery, e.g. the Lambda request id) under the name derived from `key`."""
+    per delivery, e.g. the Lambda request id) under the name derived from `key`.
+
+    `redrive` (with ALLOW_DUPLICATE_FAILED_ONLY): a failed attempt that Step Functions can
+    still redrive (`redriveStatus` REDRIVABLE: within 14 days of its end) is redriven
+    rather than followed by the next attempt's name. So the key has one execution at a
+    time whoever retries it: an operator's RedriveExecution and ours are the same call on
+    the same ARN (the second finds it running: ExecutionNotRedrivable, a DUPLICATE), and
+    the next name is started only for an attempt nobody can redrive any more. Without it,
+    `-r1` could run beside a redriven `-r0`."""
     reuse_policy = choice(ReusePolicy, reuse_policy, "reuse policy")
     sfn = sfn or client("stepfunctions")
     attempt = 0
@@ -119,12 +129,27 @@ def start_once(
                 raise
             if reuse_policy == ReusePolicy.REJECT_DUPLICATE:
                 return Outcome(DUPLICATE, name, arn, attempt)
-            status = sfn.describe_execution(executionArn=arn)["status"]
+            described = sfn.describe_execution(executionArn=arn)
+            status = described["status"]
             if status not in RETRYABLE_STATUSES:
                 return Outcome(DUPLICATE, name, arn, attempt, status)
+            if redrive and described.get("redriveStatus") == "REDRIVABLE":
+                return _redrive(sfn, name, arn, attempt, status, request_id)
             attempt += 1  # a deliberate re-run of a failed attempt: deterministic next name
             continue
         return Outcome(STARTED, name, response["executionArn"], attempt)
+
+
+def _redrive(sfn: Any, name: str, arn: str, attempt: int, status: str, token: str) -> Outcome:
+    """RedriveExecution of a failed attempt; a DUPLICATE if it was redriven meanwhile. The
+    token makes a retry of this very call (Lambda's, same request id) the same redrive."""
+    try:
+        sfn.redrive_execution(executionArn=arn, clientToken=token[:64])
+    except ClientError as exc:
+        if aws_code(exc) != "ExecutionNotRedrivable":
+            raise
+        return Outcome(DUPLICATE, name, arn, attempt, status)
+    return Outcome(REDRIVEN, name, arn, attempt, status)
 
 
 def start_durable_once(

@@ -96,17 +96,29 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
         # Every event waits in the DLQ, with the reason, to be redriven once it is fixed.
         dead_letter(event, reason, event_id=event_id)
         return {"status": "REJECTED", "reason": reason}
-    starter = start_once if config.backend == Backend.STEP_FUNCTIONS else start_durable_once
     shown = {"key_hash": key_hash(key)} if config.hide_key else {"key": key}
+    document = {"key": key, "event": event}
     try:
-        outcome = starter(
-            config.target_arn,
-            key,
-            {"key": key, "event": event},
-            request_id(context),
-            reuse_policy=config.reuse_policy,
-            hide_key=config.hide_key,
-        )
+        if config.backend == Backend.STEP_FUNCTIONS:
+            # A failed attempt still redrivable is redriven, never run beside a redrive of it
+            outcome = start_once(
+                config.target_arn,
+                key,
+                document,
+                request_id(context),
+                reuse_policy=config.reuse_policy,
+                hide_key=config.hide_key,
+                redrive=True,
+            )
+        else:  # durable executions have no redrive: the next attempt's name
+            outcome = start_durable_once(
+                config.target_arn,
+                key,
+                document,
+                request_id(context),
+                reuse_policy=config.reuse_policy,
+                hide_key=config.hide_key,
+            )
     except ClientError as exc:
         code = aws_code(exc)
         if code in PERMANENT_ERRORS:

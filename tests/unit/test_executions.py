@@ -14,6 +14,7 @@ from botocore.stub import Stubber
 from exactly_once.handlers import runtime
 from exactly_once.handlers.executions import (
     DUPLICATE,
+    REDRIVEN,
     STARTED,
     ReusePolicy,
     canonical_input,
@@ -128,3 +129,58 @@ def test_throttles_and_unknown_errors_propagate_and_are_never_duplicates(code: s
 def test_unknown_reuse_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="reuse policy"):
         start_once(ARN, "k1", {}, "req-1", "ALLOW_ALL")
+
+
+def test_a_failed_attempt_still_redrivable_is_redriven_never_followed_by_a_new_name() -> None:
+    # GIVEN attempt 0 FAILED and still redrivable (within Step Functions' 14 days)
+    stub, expected = stubbed()
+    arn = execution_arn(ARN, "k1")
+    described = {
+        "executionArn": arn,
+        "stateMachineArn": ARN,
+        "status": "FAILED",
+        "startDate": dt.datetime.now(dt.UTC),
+        "redriveStatus": "REDRIVABLE",
+    }
+    policy = ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY
+    stub.add_client_error("start_execution", "ExecutionAlreadyExists", expected_params=expected)
+    stub.add_response("describe_execution", described, {"executionArn": arn})
+    stub.add_response(
+        "redrive_execution",
+        {"redriveDate": dt.datetime.now(dt.UTC)},
+        {"executionArn": arn, "clientToken": "req-1"},
+    )
+    # WHEN the starter retries the key, redriving
+    with stub:
+        outcome = start_once(ARN, "k1", {"key": "k1"}, "req-1", policy, redrive=True)
+    stub.assert_no_pending_responses()
+    # THEN that execution is resumed: no `-r1` beside it (an operator's redrive of it and
+    # ours are the same call: one run of the key at a time)
+    assert (outcome.status, outcome.name, outcome.attempt) == (REDRIVEN, "k1", 0)
+    # AND one redriven meanwhile (RUNNING again) is a DUPLICATE
+    stub, expected = stubbed()
+    stub.add_client_error("start_execution", "ExecutionAlreadyExists", expected_params=expected)
+    stub.add_response("describe_execution", described, {"executionArn": arn})
+    stub.add_client_error("redrive_execution", "ExecutionNotRedrivable")
+    with stub:
+        outcome = start_once(ARN, "k1", {"key": "k1"}, "req-1", policy, redrive=True)
+    assert outcome.status == DUPLICATE
+    # AND one past its redrive window (NOT_REDRIVABLE, or no such field: older APIs,
+    # LocalStack) is followed by the next attempt's name, which nobody can run beside it
+    stub, expected = stubbed()
+    stub.add_client_error("start_execution", "ExecutionAlreadyExists", expected_params=expected)
+    stub.add_response(
+        "describe_execution",
+        {**described, "redriveStatus": "NOT_REDRIVABLE"},
+        {"executionArn": arn},
+    )
+    again = {**expected, "name": "k1-r1"}
+    again["input"] = canonical_input({"key": "k1", "attempt": 1, "requestId": "req-1"})
+    stub.add_response(
+        "start_execution",
+        {"executionArn": execution_arn(ARN, "k1-r1"), "startDate": dt.datetime.now(dt.UTC)},
+        again,
+    )
+    with stub:
+        outcome = start_once(ARN, "k1", {"key": "k1"}, "req-1", policy, redrive=True)
+    assert (outcome.status, outcome.name) == (STARTED, "k1-r1")

@@ -47,7 +47,8 @@ def test_starter_may_start_only_its_own_state_machine() -> None:
     by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
     machine = "arn:aws:states:us-east-1:123456789012:stateMachine:nd-workflow"
     assert by_action[("states:StartExecution",)] == [machine]
-    assert by_action[("states:DescribeExecution",)] == [
+    # how a taken name's run ended, and a redrive of a failed one (never beside a new name)
+    assert by_action[("states:DescribeExecution", "states:RedriveExecution")] == [
         "arn:aws:states:us-east-1:123456789012:execution:nd-workflow:*"
     ]
     assert by_action[("sqs:SendMessage",)] == ["arn:aws:sqs:us-east-1:123456789012:nd-dlq"]
