@@ -316,7 +316,11 @@ def _powertools(config: EtlSettings) -> tuple[Any, Any]:
             raise_on_no_idempotency_key=True,
             expires_after_seconds=config.record_ttl_seconds,
         )
-        persistence = DynamoDBPersistenceLayer(table_name=config.control_table, key_attr="id")
+        persistence = DynamoDBPersistenceLayer(
+            table_name=config.control_table,
+            key_attr="id",
+            boto3_client=client("dynamodb"),  # the handlers' one client per service
+        )
 
         @idempotent_function(
             data_keyword_argument="obj", config=idempotency, persistence_store=persistence

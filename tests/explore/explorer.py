@@ -41,14 +41,14 @@ class Report:
 
 
 def all_scenarios() -> list[Scenario]:
+    from exactly_once.handlers import etl
     from tests.explore import scenarios
 
     return [
         scenarios.StarterSteps("REJECT_DUPLICATE"),
         scenarios.StarterSteps("ALLOW_DUPLICATE_FAILED_ONLY"),
         scenarios.StarterDurable(),
-        *[scenarios.Etl(strategy) for strategy in ("conditional-write", "deterministic")],
-        scenarios.Etl("control-record"),
+        *[scenarios.Etl(strategy) for strategy in etl.STRATEGIES],
         *scenarios.more(),
     ]
 

@@ -64,6 +64,27 @@ def clocked(clock: Clock, *modules: types.ModuleType) -> Iterator[None]:
             module.time = original  # type: ignore[attr-defined]
 
 
+@contextlib.contextmanager
+def powertools_clocked(clock: Clock) -> Iterator[None]:
+    """Powertools' idempotency records (its expiry, its in-progress lock) by `clock`."""
+    import datetime as real
+
+    from aws_lambda_powertools.utilities.idempotency.persistence import base, dynamodb
+
+    class Now(real.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return real.datetime.fromtimestamp(clock.time(), tz)
+
+    fake = types.SimpleNamespace(datetime=Now, timedelta=real.timedelta, timezone=real.timezone)
+    saved = base.dt, dynamodb.dt
+    base.dt = dynamodb.dt = fake  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        base.dt, dynamodb.dt = saved
+
+
 class Scenario:
     """One pattern (and backend or strategy) to explore."""
 
@@ -335,7 +356,7 @@ class Etl(Scenario):
                 raise AssertionError(f"a good input was rejected: {result['reason']}")
             return result
 
-        with clocked(clock, etl):
+        with clocked(clock, etl), powertools_clocked(clock):
             outcomes = self.deliveries(injector, clock, deliver)
         injector.paused = True
         try:
