@@ -12,6 +12,7 @@ its own (a fresh key), so schedules share the world and still cannot see each ot
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
 import json
@@ -403,8 +404,15 @@ class SchedulerScenario(Scenario):
     sweep once it would be overdue: it ends DONE, fired once (more only where a fault hit
     the target's own invoke after it ran: documented at least once), never early."""
 
-    name = "3 scheduler"
     services = ("dynamodb", "stepfunctions")
+
+    def __init__(self, cancel: bool = False) -> None:
+        # with `cancel`: a DELETE of the message at the schedule's twin point after its
+        # registration (or, without one, at the end): cancelled (200) means never fired,
+        # refused (409) means fired once
+        self.cancel = cancel
+        self.name = "3 scheduler" + (", cancelled anywhere" if cancel else "")
+        self.cancel_answers: collections.Counter[int] = collections.Counter()
 
     def setup(self) -> None:
         from exactly_once.components.scheduler import waiting_definition
@@ -487,6 +495,16 @@ class SchedulerScenario(Scenario):
             if not answers:
                 return []  # never registered: the client was told (5xx every time)
             message_id = answers[0]["id"]
+            cancels: list[int] = []
+
+            def cancel() -> None:
+                request = {"httpMethod": "DELETE", "pathParameters": {"id": message_id}}
+                answer = scheduler_api.serve(request, config, Context("cancel"))
+                cancels.append(answer["statusCode"])
+                self.cancel_answers[answer["statusCode"]] += 1
+
+            if self.cancel:
+                injector.twin = cancel
             item = quietly(injector, lambda: scheduler._item(config, message_id))
             # the stream: the STANDBY image, retried by the event source mapping
             for _ in range(6):
@@ -505,10 +523,21 @@ class SchedulerScenario(Scenario):
                 except (Exception, SandboxDied):
                     clock.advance(60)
             self._executions(injector, model, message_id)
+            injector.twin = lambda: None
+            if self.cancel and not cancels:
+                quietly(injector, cancel)
         final = quietly(injector, lambda: scheduler.get(config, message_id))
         fired = self.fires.get(message_id, [])
         allowed = 1 + faults_at(injector, f"Invoke:{TARGET_FN}", ("lost", "crash", "resent"))
         violations = []
+        if cancels and cancels[0] == 200:  # cancelled in time: it must never fire
+            if fired or final is None or final["status"] != "CANCELLED":
+                violations.append(
+                    f"cancelled (200) yet ended {final and final['status']}, fired {len(fired)}"
+                )
+            return violations
+        if cancels and cancels[0] != 409:
+            violations.append(f"a cancel answered {cancels[0]}")
         if final is None or final["status"] != "DONE":
             violations.append(f"message ended {final and final['status']}, not DONE")
         if not fired:
@@ -664,4 +693,4 @@ class ResumableScenario(Scenario):
 
 def more() -> list[Scenario]:
     """The scenarios that run a state machine's model (scheduler, resumable workflow)."""
-    return [SchedulerScenario(), ResumableScenario()]
+    return [SchedulerScenario(), SchedulerScenario(cancel=True), ResumableScenario()]

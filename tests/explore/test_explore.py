@@ -78,3 +78,11 @@ def test_a_lost_answer_takes_effect_and_a_resent_one_is_sent_twice() -> None:
         )["Attributes"]
     assert attributes["ApproximateNumberOfMessages"] == "3"  # one, two, two again
     assert injector.injected == ["lost@0:SendMessage", "resent@1:SendMessage"]
+
+
+def test_a_cancel_anywhere_is_in_time_and_nothing_fires_or_refused_and_it_fires_once() -> None:
+    scenario = scenarios.SchedulerScenario(cancel=True)
+    report = explorer.explore(scenario, count=20)
+    assert report.violations == [], "\n".join(report.violations[:20])
+    # both answers were met: a cancel before the claim, and one after it
+    assert scenario.cancel_answers[200] > 0 and scenario.cancel_answers[409] > 0
