@@ -24,7 +24,7 @@ from botocore.awsrequest import AWSResponse
 
 from exactly_once.handlers import etl, executions, names, runtime, starter
 from tests import events
-from tests.explore.faults import Clock, Injector, SandboxDied, lambda_async
+from tests.explore.faults import Clock, Injector, SandboxDied, around, lambda_async
 
 ARN = "arn:aws:{}:us-east-1:123456789012:{}"
 WAIT = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}
@@ -691,6 +691,184 @@ class ResumableScenario(Scenario):
         return violations
 
 
+class FakeDurableContext:
+    """The durable SDK's context as handlers/resumable_durable.py uses it: `step` (a named
+    step's result checkpointed in `store` and replayed by position; its retry strategy
+    deciding retries) and `state.durable_execution_arn`. A sandbox killed mid-run is
+    invoked again with the same store: every finished step replays, the one in progress
+    runs again, as Lambda's durable runtime does."""
+
+    def __init__(self, arn: str, store: dict[int, Any], clock: Clock, injector: Injector) -> None:
+        self.state = types.SimpleNamespace(durable_execution_arn=arn)
+        self.store, self.clock, self.injector = store, clock, injector
+        self.position = 0
+        self.state_of_call: dict[int, str] = {}
+
+    def step(self, func: Callable[[Any], Any], name: str = "", config: Any = None) -> Any:
+        from aws_durable_execution_sdk_python.exceptions import (
+            DurableOperationError,
+            StepError,
+        )
+
+        position, self.position = self.position, self.position + 1
+        if position in self.store:  # replayed, not run again
+            kind, value = self.store[position]
+            if kind == "ok":
+                return json.loads(value)
+            raise StepError(value[1], error_type=value[0]) from DurableOperationError(
+                value[1], error_type=value[0]
+            )
+        attempt = 0
+        while True:
+            attempt += 1
+            first = len(self.injector.calls)
+            try:
+                result = func(types.SimpleNamespace(logger=None))
+            except Exception as exc:
+                self._label(first, name)
+                decision = config.retry_strategy(exc, attempt) if config else None
+                if decision is not None and decision.should_retry:
+                    self.clock.advance(decision.delay_seconds)
+                    continue
+                error = (f"{type(exc).__module__}.{type(exc).__qualname__}", str(exc))
+                self.store[position] = ("error", error)
+                raise StepError(error[1], error_type=error[0]) from DurableOperationError(
+                    error[1], error_type=error[0]
+                )
+            finally:
+                self._label(first, name)
+            self.store[position] = ("ok", json.dumps(result))
+            return result
+
+    def _label(self, first: int, name: str) -> None:
+        for index in range(first, len(self.injector.calls)):
+            self.state_of_call.setdefault(index, name)
+
+
+class ResumableDurableScenario(Scenario):
+    """Pattern 4 as a durable function: the same runs as the state machine form (a step
+    failing for good once, re-runs, a duplicate run after completion), its crashes replayed
+    from the checkpointed steps; no redrive (durable executions have none)."""
+
+    name = "4 resumable (durable-function)"
+    services = ("dynamodb", "lambda")
+
+    def setup(self) -> None:
+        runtime.client("dynamodb").create_table(
+            TableName="explore-durable",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        self.ended: dict[str, str] = {}  # a durable execution's ARN -> its status
+        runtime.client("lambda").meta.events.register(
+            "before-call.lambda.GetDurableExecution", self._get, unique_id="durable-get"
+        )
+        self.effects: dict[tuple[str, str], int] = {}
+
+    def _get(self, params: dict[str, Any], **kwargs: Any) -> Any:
+        from urllib.parse import unquote
+
+        path = unquote(params["url_path"])
+        arn = next((a for a in self.ended if a in path), None)
+        status = self.ended.get(arn or "", "RUNNING")
+        return ok({"DurableExecutionArn": arn or path, "Status": status, "StartTimestamp": 0})
+
+    def run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        from exactly_once.handlers import resumable, resumable_durable
+
+        function = ARN.format("lambda", "function:workflow:1")
+        settings = resumable.ResumableDurableSettings(
+            table="explore-durable",
+            steps=list(STEPS),
+            step_functions=[ARN.format("lambda", f"function:{s}") for s in STEPS],
+            key_path="$.orderId",
+            checkpoint_ttl_seconds=86400,
+            retention_seconds=86400,
+        )
+        broken = {"s2": 3}  # fails all three tries of its first run: the run fails there
+        labels: dict[int, str] = {}
+
+        def invoke_step(function_arn: str, state: dict[str, Any]) -> Any:
+            name = function_arn.rsplit(":", 1)[-1]
+
+            def effect() -> Any:
+                if broken.get(name):
+                    broken[name] -= 1
+                    raise resumable_durable.StepFailed(f"{name} failed")
+                key = (state["orderId"], name)
+                self.effects[key] = self.effects.get(key, 0) + 1
+                return {"step": name}
+
+            return around(injector, f"Invoke:{function_arn}", effect)
+
+        handler = resumable_durable.handler.__wrapped__  # the SDK's wrapper is the runtime's
+
+        def execute(name: str) -> str:
+            arn = f"{function}/durable-execution/{name}/1"
+            store: dict[int, Any] = {}
+            status = "FAILED"
+            for _ in range(5):  # a crashed invocation is invoked again: replay
+                context = FakeDurableContext(arn, store, clock, injector)
+                try:
+                    handler({"orderId": tag}, context)
+                    status = "SUCCEEDED"
+                    break
+                except SandboxDied:
+                    continue
+                except Exception:
+                    break
+                finally:
+                    labels.update(context.state_of_call)
+            self.ended[arn] = status
+            return status
+
+        saved = resumable_durable.invoke_step, resumable.ResumableDurableSettings.current
+        resumable_durable.invoke_step = invoke_step  # type: ignore[assignment]
+        resumable.ResumableDurableSettings.current = classmethod(  # type: ignore[method-assign]
+            lambda cls: settings
+        )
+        try:
+            with clocked(clock, resumable):
+                attempt = 0
+                while execute(tag if not attempt else f"{tag}-r{attempt}") != "SUCCEEDED":
+                    attempt += 1
+                    clock.advance(60)
+                    if attempt > 4:
+                        break
+                execute(f"{tag}-r{attempt + 1}")  # a duplicate run after completion
+        finally:
+            resumable_durable.invoke_step = saved[0]  # type: ignore[assignment]
+            resumable.ResumableDurableSettings.current = saved[1]  # type: ignore[method-assign]
+        item = quietly(
+            injector,
+            lambda: runtime.client("dynamodb").get_item(
+                TableName="explore-durable", Key={"pk": {"S": tag}}, ConsistentRead=True
+            ),
+        ).get("Item", {})
+        violations = []
+        if "completed_at" not in item:
+            violations.append("the key never completed")
+        for name in STEPS:
+            count = self.effects.get((tag, name), 0)
+            window = 0
+            for fault in injector.injected:
+                if fault.startswith("twin@"):
+                    continue
+                index = int(fault.split("@")[1].split(":")[0])
+                window += labels.get(index) in (name, f"Save{name}")
+            if count == 0:
+                violations.append(f"step {name} never ran")
+            elif count > 1 + window:
+                violations.append(f"step {name} ran {count} times (allowed {1 + window})")
+        return violations
+
+
 def more() -> list[Scenario]:
     """The scenarios that run a state machine's model (scheduler, resumable workflow)."""
-    return [SchedulerScenario(), SchedulerScenario(cancel=True), ResumableScenario()]
+    return [
+        SchedulerScenario(),
+        SchedulerScenario(cancel=True),
+        ResumableScenario(),
+        ResumableDurableScenario(),
+    ]
