@@ -147,6 +147,9 @@ def main(argv: Iterable[str] = sys.argv[1:]) -> int:
     args = list(argv)
     explored = all_scenarios()
     count = -(-int(args[0]) // len(explored)) if args else 100  # per scenario, rounded up
+    if len(args) > 1:  # "I/N": this process explores every N-th scenario from the I-th
+        part, parts = (int(x) for x in args[1].split("/"))
+        explored = explored[part - 1 :: parts]
     failed = 0
     total = 0
     for scenario in explored:
