@@ -317,7 +317,7 @@ for api in json.load(open(sys.argv[1])) + sys.argv[2].split(","):
     service, operation, *parameter = api.split(".")
     model = session.get_service_model(service)
     if operation not in model.operation_names:
-        missing.append(api)
+        missing.append(f"{service}.{operation}")  # its parameters go with it
     elif parameter and parameter[0] not in model.operation_model(operation).input_shape.members:
         missing.append(api)
 print(json.dumps(sorted(set(missing))))
