@@ -34,7 +34,8 @@ class DemoSteps(pulumi.ComponentResource):
                 environment=StepSettings.environment(
                     step_name=step, counter_table=self.counter_table.name
                 ),
-                timeout=10,
+                # room for a step slower than botocore's 60 s read timeout (`pauseAt`)
+                timeout=90,
                 parent=self,
             ).function
             self.steps.append(WorkflowStep(step, function.arn))

@@ -29,7 +29,7 @@ def start(workflow: dict[str, Any], name: str, document: dict[str, Any]) -> str:
     return str(answer["DurableExecutionArn"])
 
 
-def finished(execution_arn: str) -> dict[str, Any]:
+def finished(execution_arn: str, timeout: float = 90) -> dict[str, Any]:
     lam = client("lambda")
     return eventually(
         lambda: (
@@ -37,7 +37,8 @@ def finished(execution_arn: str) -> dict[str, Any]:
             != "RUNNING"
             and d
         ),
-        timeout=90,
+        timeout=timeout,
+        interval=1,
     )
 
 
@@ -106,3 +107,18 @@ def test_the_same_run_name_twice_is_one_execution(workflow: dict[str, Any]) -> N
     with pytest.raises(client("lambda").exceptions.DurableExecutionAlreadyStartedException):
         start(workflow, key, {"orderId": key})
     assert calls(workflow, key) == {step: 1 for step in workflow["steps"]}
+
+
+def test_a_step_slower_than_the_sdks_read_timeout_is_invoked_once(
+    workflow: dict[str, Any],
+) -> None:
+    # GIVEN a run whose first step takes 70 s: past botocore's default 60 s read timeout,
+    # after which the SDK sends the invoke again while the first still runs (the step ran
+    # up to 4 times per attempt before its invokes had a client of their own)
+    key = new_tag()
+    first = workflow["steps"][0]
+    document = {"orderId": key, "pauseAt": {first: 70}}
+    done = finished(start(workflow, key, document), timeout=300)
+    # THEN the run succeeds and the slow step ran once
+    assert done["Status"] == "SUCCEEDED", done
+    assert calls(workflow, key)[first] == 1
