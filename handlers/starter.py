@@ -15,6 +15,7 @@ from exactly_once.handlers.errors import BadEvent, ClientError, aws_code
 from exactly_once.handlers.executions import (
     PERMANENT_ERRORS,
     Backend,
+    Outcome,
     ReusePolicy,
     start_durable_once,
     start_once,
@@ -97,28 +98,21 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
         dead_letter(event, reason, event_id=event_id)
         return {"status": "REJECTED", "reason": reason}
     shown = {"key_hash": key_hash(key)} if config.hide_key else {"key": key}
-    document = {"key": key, "event": event}
+    starter: Callable[..., Outcome] = (
+        # a failed attempt still redrivable is redriven, never run beside a redrive of it
+        functools.partial(start_once, redrive=True)
+        if config.backend == Backend.STEP_FUNCTIONS
+        else start_durable_once  # durable executions have no redrive: the next name
+    )
     try:
-        if config.backend == Backend.STEP_FUNCTIONS:
-            # A failed attempt still redrivable is redriven, never run beside a redrive of it
-            outcome = start_once(
-                config.target_arn,
-                key,
-                document,
-                request_id(context),
-                reuse_policy=config.reuse_policy,
-                hide_key=config.hide_key,
-                redrive=True,
-            )
-        else:  # durable executions have no redrive: the next attempt's name
-            outcome = start_durable_once(
-                config.target_arn,
-                key,
-                document,
-                request_id(context),
-                reuse_policy=config.reuse_policy,
-                hide_key=config.hide_key,
-            )
+        outcome = starter(
+            config.target_arn,
+            key,
+            {"key": key, "event": event},
+            request_id(context),
+            reuse_policy=config.reuse_policy,
+            hide_key=config.hide_key,
+        )
     except ClientError as exc:
         code = aws_code(exc)
         if code in PERMANENT_ERRORS:

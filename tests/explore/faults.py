@@ -108,13 +108,7 @@ class Injector:
         if kind == "error":
             self._flight.pop()
             self.injected.append(f"error@{index}:{model.name}")
-            raise ClientError(
-                {
-                    "Error": {"Code": "ServiceUnavailable", "Message": "injected"},
-                    "ResponseMetadata": {"HTTPStatusCode": 503},
-                },
-                model.name,
-            )
+            raise unavailable(model.name)
         if kind == "twin":
             self.injected.append(f"twin@{index}:{model.name}")
             self.paused = True
@@ -154,7 +148,7 @@ def around(injector: Injector, name: str, call: Callable[[], Any]) -> Any:
     kind = injector.faults.get(index)
     if kind == "error":
         injector.injected.append(f"error@{index}:{name}")
-        raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected"}}, name)
+        raise unavailable(name)
     if kind == "twin":
         injector.injected.append(f"twin@{index}:{name}")
         injector.paused = True
@@ -173,6 +167,15 @@ def around(injector: Injector, name: str, call: Callable[[], Any]) -> Any:
         injector.injected.append(f"crash@{index}:{name}")
         raise SandboxDied(f"killed after {name}")
     return answer
+
+
+def unavailable(operation: str) -> ClientError:
+    """The injected error: a 503 before the call reached the service."""
+    error = {
+        "Error": {"Code": "ServiceUnavailable", "Message": "injected"},
+        "ResponseMetadata": {"HTTPStatusCode": 503},
+    }
+    return ClientError(error, operation)  # type: ignore[arg-type]
 
 
 def _snake(name: str) -> str:
