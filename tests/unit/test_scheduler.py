@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -297,6 +298,20 @@ def test_the_sweep_starts_standby_messages_nobody_started(
     assert executions_of(config) == sorted([started["id"], lost["id"]])
 
 
+def stopped(sfn: Any, arn: str) -> None:
+    """Stop an execution and see it ABORTED: moto's interpreter thread, should it start
+    after the stop, marks it RUNNING again, so stop until it stays stopped."""
+    deadline = time.monotonic() + 10
+    seen = 0
+    while time.monotonic() < deadline:
+        sfn.stop_execution(executionArn=arn)
+        time.sleep(0.1)
+        seen = seen + 1 if sfn.describe_execution(executionArn=arn)["status"] == "ABORTED" else 0
+        if seen == 2:  # twice in a row, 0.1 s apart: the thread, if any, is done
+            return
+    raise AssertionError(f"{arn} never stayed ABORTED")
+
+
 def test_the_sweep_starts_the_next_attempt_of_an_overdue_message_its_execution_never_claimed(
     config: SchedulerSettings,
 ) -> None:
@@ -308,7 +323,7 @@ def test_the_sweep_starts_the_next_attempt_of_an_overdue_message_its_execution_n
     pending, _ = scheduler.register(config, {"publishTime": now + 50, "channel": "demo"})
     for message in (overdue, pending):
         arn = executions.execution_arn(config.state_machine_arn, message["id"])
-        sfn.stop_execution(executionArn=arn)  # moto: ABORTED, as a failed one ends
+        stopped(sfn, arn)  # ABORTED: ended, as a failed one
     # WHEN the sweep runs past the overdue one's time plus the margin, twice
     at = now - 5 + scheduler.OVERDUE_SECONDS + 1
     first, again = scheduler.sweep(config, now=at), scheduler.sweep(config, now=at)
