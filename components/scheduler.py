@@ -62,10 +62,12 @@ TARGET_FAILED = {
 }
 
 
-# The Claim: a failed condition is an answer (cancelled, or another execution's), never
-# retried; DynamoDB's throttles and 5xx as every write; anything else (AccessDenied, a KMS
-# key disabled, a lost answer) for about 5 minutes, then the sweep's restart takes over.
-CLAIM_RETRY: list[dict[str, Any]] = [
+# A status write that must land (the Claim; the final status once the target has fired): a
+# failed condition is an answer (cancelled, or another execution's), never retried;
+# DynamoDB's throttles and 5xx as every write; anything else (AccessDenied, a KMS key
+# disabled, a lost answer) for about 5 minutes. Then a Claim leaves the message STANDBY
+# for the sweep's restart, a final write fails the execution StatusNotRecorded.
+MUST_LAND: list[dict[str, Any]] = [
     {"ErrorEquals": [CONDITION_FAILED], "MaxAttempts": 0},
     DYNAMODB_RETRY,
     {
@@ -184,7 +186,7 @@ def waiting_definition(
                     condition="#s = :expected OR (#s = :new AND claimed_by = :me)",
                     names={"#s": "status"},
                 ),
-                "Retry": CLAIM_RETRY,
+                "Retry": MUST_LAND,
                 "Catch": [
                     {"ErrorEquals": [CONDITION_FAILED], "ResultPath": None, "Next": "NotFired"},
                     {
@@ -223,8 +225,11 @@ def waiting_definition(
                 "Catch": then_record("RecordDone"),
                 "End": True,
             },
+            # The target has fired: its status is written until it lands (two failed writes
+            # in a row, MarkDone's and one more, had left the message FIRING for good).
             "RecordDone": {
                 **set_status(Status.DONE, None, *fired_at),
+                "Retry": MUST_LAND,
                 "Catch": unrecorded,
                 "End": True,
             },
@@ -235,6 +240,7 @@ def waiting_definition(
             },
             "RecordFailure": {
                 **set_status(Status.FAILED, None, *error),
+                "Retry": MUST_LAND,
                 "Catch": unrecorded,
                 "Next": "Failed",
             },

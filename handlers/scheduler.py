@@ -40,7 +40,7 @@ MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a ye
 # the clock function start (cold) before the instant; cancels are refused from then on.
 LEAD_SECONDS = 2
 # A STANDBY message this long past its time was never claimed: its execution failed (a
-# Claim that kept failing: components/scheduler.py CLAIM_RETRY) or was stopped, so the
+# Claim that kept failing: components/scheduler.py MUST_LAND) or was stopped, so the
 # sweep starts the next attempt (`-r1`, ...) instead of counting a duplicate. Until then
 # the execution may still be claiming it, and a restart would only find it RUNNING.
 OVERDUE_SECONDS = 60

@@ -86,3 +86,20 @@ def test_a_cancel_anywhere_is_in_time_and_nothing_fires_or_refused_and_it_fires_
     assert report.violations == [], "\n".join(report.violations[:20])
     # both answers were met: a cancel before the claim, and one after it
     assert scenario.cancel_answers[200] > 0 and scenario.cancel_answers[409] > 0
+
+
+# Schedules that found a defect once (scripts/explore), kept: (scenario, faults, the defect)
+FOUND = [
+    (
+        lambda: scenarios.SchedulerScenario(cancel=True),
+        (Fault(10, "error"), Fault(11, "error"), Fault(28, "error")),
+        "MarkDone and RecordDone both failed once: the message stayed FIRING after it fired",
+    ),
+]
+
+
+@pytest.mark.parametrize(("scenario", "faults", "defect"), FOUND, ids=[f[2][:30] for f in FOUND])
+def test_a_schedule_that_once_found_a_defect_finds_none(
+    scenario: Any, faults: tuple[Fault, ...], defect: str
+) -> None:
+    assert explorer.replay(scenario(), faults) == [], defect
