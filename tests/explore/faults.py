@@ -110,12 +110,16 @@ class Injector:
             self.injected.append(f"error@{index}:{model.name}")
             raise unavailable(model.name)
         if kind == "twin":
-            self.injected.append(f"twin@{index}:{model.name}")
-            self.paused = True
-            try:
-                self.twin()
-            finally:
-                self.paused = False
+            self.run_twin(f"twin@{index}:{model.name}")
+
+    def run_twin(self, label: str) -> None:
+        """The concurrent twin, whole, before the call `label` names; its calls unfaulted."""
+        self.injected.append(label)
+        self.paused = True
+        try:
+            self.twin()
+        finally:
+            self.paused = False
 
     def _after(self, client: Any, model: Any, parsed: dict[str, Any]) -> None:
         index, kind, params = self._flight.pop() if self._flight else (-1, None, {})
@@ -150,12 +154,7 @@ def around(injector: Injector, name: str, call: Callable[[], Any]) -> Any:
         injector.injected.append(f"error@{index}:{name}")
         raise unavailable(name)
     if kind == "twin":
-        injector.injected.append(f"twin@{index}:{name}")
-        injector.paused = True
-        try:
-            injector.twin()
-        finally:
-            injector.paused = False
+        injector.run_twin(f"twin@{index}:{name}")
     answer = call()
     if kind == "resent":
         injector.injected.append(f"resent@{index}:{name}")
