@@ -1,7 +1,7 @@
 """Generate the checkpointed state machine of pattern 4 (JSONPath only).
 
 The state is the execution input plus `results` (a reserved field): one entry per step,
-`{}` until the step is done and `{"done": true, "output": ...}` after, so every step
+`{}` until the step is done and `{"done": true, "output": ..., "by": <run>}` after, so every step
 (and a re-run) sees the outputs of the steps before it.
 
 One DynamoDB item per business key holds the same entries, one attribute per step
@@ -145,7 +145,13 @@ def definition(
             **task,
             # A Lambda's result is the step's output; other kinds' is what they answer
             # (a message id, an execution ARN, an event id).
-            "ResultSelector": {"done": True, "output.$": task["ResultSelector"]["response.$"]},
+            # `by`: which run did it (the checkpoint function counts steps run and skipped
+            # by it; an operator's mark says "operator").
+            "ResultSelector": {
+                "done": True,
+                "output.$": task["ResultSelector"]["response.$"],
+                "by.$": "$$.Execution.Id",
+            },
             "ResultPath": f"$.results.{step.name}",
             "Retry": [*retries(kind), *step.retry],
             "Next": save,

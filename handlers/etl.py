@@ -43,9 +43,11 @@ import functools
 import importlib
 import time
 import typing
+import uuid
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
+from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import (
     BadInput,
     ClientError,
@@ -134,8 +136,9 @@ def output_key(config: EtlSettings, ref: ObjectRef) -> str:
 # -- the work itself ------------------------------------------------------------------
 def produce(
     config: EtlSettings, ref: ObjectRef, transform: Transform, only_if_absent: bool = False
-) -> str:
-    """Stream exactly this version through the transform into its output; the output key.
+) -> tuple[str, int]:
+    """Stream exactly this version through the transform into its output; the output key
+    and its size.
     In an unversioned bucket "this version" is the write with the event's ETag: read only
     if the object still has it, never a later write under this write's output name."""
     exact = {"VersionId": ref.version_id} if ref.version_id else {"IfMatch": ref.revision}
@@ -153,7 +156,7 @@ def produce(
         raise
     key = output_key(config, ref)
     with source:
-        publish(
+        size = publish(
             s3,
             config.output_bucket,
             key,
@@ -162,7 +165,7 @@ def produce(
             only_if_absent=only_if_absent,
             part_size=config.part_size,
         )
-    return key
+    return key, size
 
 
 # -- control records -----------------------------------------------------------------
@@ -277,12 +280,12 @@ def process_with_control_record(
     if existing is not None:
         return {"status": DUPLICATE, "output": existing["output"]["S"]}
     try:
-        key = produce(config, ref, transform)
+        key, size = produce(config, ref, transform)
     except BaseException:
         release(config, ref, owner)  # a malformed input is recorded apart, under failed#<id>
         raise
     complete(config, ref, owner, key)
-    return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}"}
+    return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}", "bytes": size}
 
 
 # -- Powertools ------------------------------------------------------------------------
@@ -293,8 +296,13 @@ def process_with_powertools(
     if context is not None:
         idempotency.register_lambda_context(context)
     obj = {**ref.as_dict(), "identity": ref.identity}
-    result: dict[str, Any] = produce_once(obj=obj, transform=transform)
-    return result
+    # Powertools answers a completed key with the stored result: this call's own token in
+    # it says the work ran now, any other that an earlier delivery did it.
+    token = uuid.uuid4().hex
+    result: dict[str, Any] = produce_once(obj=obj, transform=transform, token=token)
+    if result.pop("token", None) == token:
+        return result
+    return {"status": DUPLICATE, "output": result["output"]}
 
 
 _POWERTOOLS: dict[str, tuple[Any, Any]] = {}  # by repr(settings)
@@ -325,10 +333,11 @@ def _powertools(config: EtlSettings) -> tuple[Any, Any]:
         @idempotent_function(
             data_keyword_argument="obj", config=idempotency, persistence_store=persistence
         )
-        def produce_once(obj: dict[str, Any], transform: Transform) -> dict[str, Any]:
+        def produce_once(obj: dict[str, Any], transform: Transform, token: str) -> dict[str, Any]:
             ref = ObjectRef(obj["bucket"], obj["key"], obj["version_id"], obj["etag"])
-            key = produce(config, ref, transform)
-            return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}"}
+            key, size = produce(config, ref, transform)
+            output = f"s3://{config.output_bucket}/{key}"
+            return {"status": WRITTEN, "output": output, "bytes": size, "token": token}
 
         _POWERTOOLS[repr(config)] = (idempotency, produce_once)
     return _POWERTOOLS[repr(config)]
@@ -363,7 +372,7 @@ def process_conditionally(
     if published(config, key):
         return {"status": DUPLICATE, "output": output}
     try:
-        produce(config, ref, transform, only_if_absent=True)
+        _, size = produce(config, ref, transform, only_if_absent=True)
     except ClientError as exc:
         code = aws_code(exc)
         if code == "PreconditionFailed":  # written meanwhile: a concurrent duplicate
@@ -371,7 +380,7 @@ def process_conditionally(
         if code == "ConditionalRequestConflict":  # a concurrent write of it: S3 says retry
             raise InProgress(f"{ref.identity}: {output} is being written; retry later") from exc
         raise
-    return {"status": WRITTEN, "output": output}
+    return {"status": WRITTEN, "output": output, "bytes": size}
 
 
 def process_deterministically(
@@ -380,8 +389,8 @@ def process_deterministically(
     """A redelivery finds its output already published: one HEAD, no rewrite."""
     key = output_key(config, ref)
     if not published(config, key):
-        produce(config, ref, transform)
-        return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}"}
+        _, size = produce(config, ref, transform)
+        return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}", "bytes": size}
     return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}
 
 
@@ -408,8 +417,9 @@ def transform_once(
         refs = object_refs(event)
     except Permanent as exc:
         _reject(config, event, str(exc), exc)
+        metrics.emit("etl", Rejected=1)
         return {"results": [{"status": REJECTED, "reason": str(exc)}]}
-    results = []
+    results: list[dict[str, Any]] = []
     for ref in refs:
         try:
             result = process(config, ref, transform, context)
@@ -430,6 +440,14 @@ def transform_once(
             raise
         log("INFO", result["status"], object=ref.identity, output=result.get("output"))
         results.append({"object": ref.identity, **result})
+    statuses = [result["status"] for result in results]
+    metrics.emit(
+        "etl",
+        Written=statuses.count(WRITTEN),
+        Duplicate=statuses.count(DUPLICATE),
+        Rejected=statuses.count(REJECTED),
+        Bytes=sum(result.get("bytes", 0) for result in results),
+    )
     return {"results": results}
 
 

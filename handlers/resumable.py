@@ -26,6 +26,7 @@ import json
 import time
 from typing import Any
 
+from exactly_once.handlers import metrics
 from exactly_once.handlers.checkpoints import EMPTY, attribute
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import client, log
@@ -193,6 +194,7 @@ def load(
         )
         item = _claim(config, key, execution, now, free, **{":now": {"N": str(now)}})
         if item is not None:
+            metrics.emit(PATTERN, {"key": key}, RunsStarted=1)
             return entries(config, item)
         found = ddb.get_item(TableName=config.table, Key={"pk": {"S": key}}, ConsistentRead=True)
         item = found.get("Item")
@@ -222,6 +224,7 @@ def load(
         taken = _claim(config, key, execution, now, "lease = :holder", **{":holder": {"S": holder}})
         if taken is not None:
             log("INFO", "lease taken over from an ended run", key=key, previous=holder)
+            metrics.emit(PATTERN, {"key": key}, RunsStarted=1)
             return entries(config, taken)
     raise KeyInProgress(f"key {key!r}: the lease changed hands {ATTEMPTS} times; try again")
 
@@ -234,25 +237,40 @@ def finish(
     now = int(time.time()) if now is None else now
     ddb = client("dynamodb")
     try:
-        ddb.update_item(
+        item = ddb.update_item(
             TableName=config.table,
             Key={"pk": {"S": key}},
             UpdateExpression=(
                 "SET completed_at = :now, completed_by = :me, expires_at = :ttl REMOVE lease"
             ),
+            ReturnValues="ALL_NEW",  # every entry, to count what this run did
             ConditionExpression="lease = :me",
             ExpressionAttributeValues={
                 ":now": {"N": str(now)},
                 ":me": {"S": execution},
                 ":ttl": {"N": str(now + config.retention_seconds)},
             },
-        )
+        )["Attributes"]
     except ClientError as exc:
         if aws_code(exc) != "ConditionalCheckFailedException":
             raise
         found = ddb.get_item(TableName=config.table, Key={"pk": {"S": key}}, ConsistentRead=True)
         if "completed_at" in found.get("Item", {}):
+            by = found["Item"].get("completed_by", {}).get("S")
+            if by != execution:  # not this run's own retry
+                metrics.emit(PATTERN, {"key": key}, KeysCompleted=1)
             return {"completed": True, "already": True}
         raise LeaseLost(f"key {key!r}: {execution} no longer holds its lease") from None
     log("INFO", "key completed", key=key, execution=execution)
+    ran = sum(entry.get("by") == execution for entry in entries(config, item).values())
+    metrics.emit(
+        PATTERN,
+        {"key": key},
+        RunsSucceeded=1,
+        StepsRun=ran,
+        StepsSkipped=len(config.steps) - ran,
+    )
     return {"completed": True, "already": False}
+
+
+PATTERN = "resumable"

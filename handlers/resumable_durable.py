@@ -41,7 +41,7 @@ from aws_durable_execution_sdk_python.retries import (
     create_retry_strategy,
 )
 
-from exactly_once.handlers import resumable
+from exactly_once.handlers import metrics, resumable
 from exactly_once.handlers.checkpoints import attribute
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.resumable import (
@@ -191,8 +191,13 @@ def handler(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
         if results[name].get("done"):
             continue  # done by an earlier run (or marked by hand)
         state = {**event, "results": results}
-        output = context.step(_run(function_arn, state), name=name, config=STEP)
-        entry = {"done": True, "output": output}
+        try:
+            output = context.step(_run(function_arn, state), name=name, config=STEP)
+        except StepError:
+            # Its retries spent: the run fails here, once (a replay never gets this far).
+            metrics.emit(resumable.PATTERN, {"key": key, "step": name}, RunsFailed=1)
+            raise
+        entry = {"done": True, "output": output, "by": me}
         results = _checkpoint(context, _save(checkpoints, key, me, name, entry), f"Save{name}")
     _checkpoint(context, _finish(checkpoints, key, me), "Finish")
     log("INFO", "workflow finished", key=key, execution=me)

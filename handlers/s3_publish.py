@@ -40,8 +40,9 @@ def publish(
     content_type: str,
     only_if_absent: bool = False,
     part_size: int = DEFAULT_PART_SIZE,
-) -> None:
-    """Write `chunks` as the object `key`: all of it, or nothing. ClientErrors are S3's."""
+) -> int:
+    """Write `chunks` as the object `key`: all of it, or nothing; its size in bytes.
+    ClientErrors are S3's."""
     if part_size < MIN_PART_SIZE:
         raise ValueError(f"part_size must be at least {MIN_PART_SIZE} bytes, got {part_size}")
     condition = {"IfNoneMatch": "*"} if only_if_absent else {}
@@ -50,9 +51,11 @@ def publish(
     buffer = bytearray()
     upload: dict[str, Any] | None = None
     parts: list[dict[str, Any]] = []
+    size = 0
     try:
         for chunk in chunks:
             buffer += chunk
+            size += len(chunk)
             if len(buffer) < part_size:
                 continue
             if upload is None:
@@ -65,7 +68,7 @@ def publish(
             s3.put_object(
                 Bucket=bucket, Key=key, Body=bytes(buffer), ContentType=content_type, **condition
             )
-            return
+            return size
         if buffer:
             parts.append(_part(s3, upload, len(parts) + 1, buffer))
         s3.complete_multipart_upload(
@@ -75,6 +78,7 @@ def publish(
             MultipartUpload={"Parts": parts},
             **condition,
         )
+        return size
     except BaseException:
         if upload is not None:
             _abort(s3, upload)

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
+from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
 from exactly_once.handlers.runtime import client, log, request_id
@@ -44,6 +45,9 @@ LEAD_SECONDS = 2
 # sweep starts the next attempt (`-r1`, ...) instead of counting a duplicate. Until then
 # the execution may still be claiming it, and a restart would only find it RUNNING.
 OVERDUE_SECONDS = 60
+# A FIRING message is normally DONE or FAILED within its target's timeout (Lambda's is at
+# most 15 minutes) plus the status write's retries (MUST_LAND, about 5 minutes).
+STUCK_FIRING_SECONDS = 20 * 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -350,7 +354,7 @@ def sweep(
     the due RESERVED ones to STANDBY (the stream starts those)."""
     now = time.time() if now is None else now
     horizon = now + config.window_seconds
-    standby = restarted = 0
+    standby = restarted = overdue_count = 0
     for message_id in _due(config, Status.STANDBY, horizon):
         standby += 1
         key = message_key(message_id)
@@ -358,6 +362,7 @@ def sweep(
         image = item.get("Item")
         if image and image["status"]["S"] == Status.STANDBY:
             overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
+            overdue_count += overdue
             # STANDBY means never claimed, so never fired: a FAILED, TIMED_OUT or ABORTED
             # execution of it is safe to follow with the next attempt.
             policy = (
@@ -368,8 +373,18 @@ def sweep(
     for message_id in _due(config, Status.RESERVED, horizon):
         read += 1
         moved += transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
-    result = {"read": read, "moved": moved, "standby": standby, "restarted": restarted}
+    # FIRING that long means its execution ended without writing DONE or FAILED.
+    stuck = sum(1 for _ in _due(config, Status.FIRING, now - STUCK_FIRING_SECONDS))
+    result = {
+        "read": read,
+        "moved": moved,
+        "standby": standby,
+        "restarted": restarted,
+        "overdue": overdue_count + stuck,
+    }
     log("INFO", "sweep", window_seconds=config.window_seconds, **result)
+    # Every sweep reports, 0 included: the Overdue alarm sees a datum each period.
+    metrics.emit(PATTERN, Overdue=result["overdue"])
     return result
 
 
@@ -455,12 +470,46 @@ def stream_handler(event: Any, context: Any) -> dict[str, Any]:
 
 
 def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[str, Any]:
-    """Records arrive filtered to STANDBY images. A failure raises, so the event source
-    mapping retries and bisects the batch; starting again is harmless (same name)."""
+    """Records arrive filtered to STANDBY images, and to FIRING -> DONE or FAILED ones (for
+    the metrics: the waiting machine writes those itself, with no function of ours to
+    see them). A failure raises, so the event source mapping retries and bisects the
+    batch; starting again is harmless (same name)."""
     outcomes = []
+    ended: list[dict[str, Any]] = []
     for record in event.get("Records", []):
-        image = record.get("dynamodb", {}).get("NewImage")
-        if not image or image.get("status", {}).get("S") != Status.STANDBY:
-            continue
-        outcomes.append(start(config, image, context).status)
+        change = record.get("dynamodb", {})
+        image = change.get("NewImage") or {}
+        status = image.get("status", {}).get("S")
+        was = (change.get("OldImage") or {}).get("status", {}).get("S")
+        if status == Status.STANDBY:
+            outcomes.append(start(config, image, context).status)
+        elif status in (Status.DONE, Status.FAILED) and was == Status.FIRING:
+            ended.append(image)
+    for image in ended:
+        _ended_metrics(image)
     return {"outcomes": outcomes}
+
+
+def _ended_metrics(image: dict[str, Any]) -> None:
+    """Fired (its lateness: when the status was written, a few ms after the target
+    answered, minus the publish time) or Failed, one EMF line per message."""
+    message_id = image["id"]["S"]
+    if image["status"]["S"] == Status.FAILED:
+        metrics.emit(PATTERN, {"message_id": message_id}, Failed=1)
+        return
+    fired = image.get("fired_at", {}).get("S")
+    lateness = (
+        {"LatenessMs": round((_epoch(fired) - float(image["publish_at"]["N"])) * 1000)}
+        if fired
+        else {}
+    )
+    late = 1 if "late_on_arrival" in image else 0
+    metrics.emit(PATTERN, {"message_id": message_id}, Fired=1, Late=late, **lateness)
+
+
+def _epoch(timestamp: str) -> float:
+    """Step Functions' `$$.State.EnteredTime` (ISO 8601, UTC, milliseconds) as epoch seconds."""
+    return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+PATTERN = "scheduler"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from exactly_once.handlers import scheduler
+from exactly_once.handlers import metrics, scheduler
 from exactly_once.handlers.errors import BadEvent, Conflict, NotFound
 from exactly_once.handlers.runtime import log
 
@@ -38,6 +38,9 @@ def received_at(event: dict[str, Any]) -> float | None:
     if isinstance(epoch, int | float) and not isinstance(epoch, bool) and epoch > 0:
         return epoch / 1000
     return None
+
+
+PATTERN = "scheduler"
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -69,6 +72,7 @@ def serve(
                 id=registered["id"],
                 status=registered["status"],
             )
+            metrics.emit(PATTERN, **{"Registered" if created else "DuplicateSuppressed": 1})
             return respond(201 if created else 200, public(registered))
         if method == "GET" and message_id:
             found = scheduler.get(config, message_id)
@@ -78,11 +82,15 @@ def serve(
                 else respond(404, {"message": "no such message"})
             )
         if method == "DELETE" and message_id:
-            return respond(200, public(scheduler.cancel(config, message_id)))
+            cancelled = scheduler.cancel(config, message_id)
+            metrics.emit(PATTERN, Cancelled=1)
+            return respond(200, public(cancelled))
         return respond(405, {"message": f"{method} is not supported here"})
     except Conflict as exc:
+        metrics.emit(PATTERN, Rejected=1)
         return respond(409, {"message": str(exc)})
     except BadEvent as exc:
+        metrics.emit(PATTERN, Rejected=1)
         return respond(400, {"message": str(exc)})
     except NotFound:
         return respond(404, {"message": "no such message"})

@@ -11,9 +11,13 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import BadEvent, ClientError, aws_code
 from exactly_once.handlers.executions import (
+    DUPLICATE,
     PERMANENT_ERRORS,
+    REDRIVEN,
+    STARTED,
     Backend,
     Outcome,
     ReusePolicy,
@@ -40,7 +44,22 @@ class StarterSettings(Settings):
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    return start(event, context, StarterSettings.current())
+    try:
+        result = start(event, context, StarterSettings.current())
+    except Exception:
+        metrics.emit(PATTERN, Failed=1)  # Lambda retries it (and then dead-letters it)
+        raise
+    metrics.emit(PATTERN, **{OUTCOME_METRICS[result["status"]]: 1})
+    return result
+
+
+PATTERN = "name-dedup"
+OUTCOME_METRICS = {
+    STARTED: "Started",
+    DUPLICATE: "DuplicateSuppressed",
+    REDRIVEN: "Redriven",
+    "REJECTED": "Rejected",
+}
 
 
 @functools.cache

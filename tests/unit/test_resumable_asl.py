@@ -138,7 +138,8 @@ def test_a_fresh_run_writes_one_checkpoint_per_step(world: dict[str, Any]) -> No
     assert entered == ["Load", "Resume", "s1", "Saves1", "s2", "Saves2", "s3", "Saves3", "Finish"]
     assert len(entered) == asl.transitions(3)
     results = json.loads(described["output"])["results"]
-    assert results == {f"s{i}": {"done": True, "output": {"n": i}} for i in (1, 2, 3)}
+    run_id = described["executionArn"]
+    assert results == {f"s{i}": {"done": True, "output": {"n": i}, "by": run_id} for i in (1, 2, 3)}
     saved = world["ops"].show("7")  # numbers are keyed by their text
     assert saved["steps"] == results
 

@@ -54,7 +54,11 @@ def test_steps_of_other_kinds_are_delivered_and_granted_with_their_own_action() 
         notify["Parameters"]["QueueUrl"]
         == "https://sqs.us-east-1.amazonaws.com/123456789012/orders"
     )
-    assert notify["ResultSelector"] == {"done": True, "output.$": "$.MessageId"}
+    assert notify["ResultSelector"] == {
+        "done": True,
+        "output.$": "$.MessageId",
+        "by.$": "$$.Execution.Id",
+    }
 
 
 def test_a_step_of_an_unsupported_kind_is_refused_where_it_is_written() -> None:

@@ -63,10 +63,13 @@ def test_a_run_runs_every_step_in_order_and_completes_the_key(world: dict[str, A
     assert result.status is InvocationStatus.SUCCEEDED
     assert [name for name, _ in world["calls"]] == STEPS
     # each step sees the outputs of the steps before it
-    assert world["calls"][2][1]["Charge"] == {
+    charge = world["calls"][2][1]["Charge"]
+    assert charge == {
         "done": True,
         "output": {"step": "Charge", "order": "o-1"},
+        "by": charge["by"],  # the run that did it
     }
+    assert isinstance(charge["by"], str) and charge["by"]
     output = json.loads(result.result)
     assert output["results"]["Ship"]["output"] == {"step": "Ship", "order": "o-1"}
     stored = item("o-1")

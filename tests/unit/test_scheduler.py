@@ -229,7 +229,7 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
             },
         )
     result = scheduler.sweep(config, now)
-    assert result == {"read": 1200, "moved": 1200, "standby": 0, "restarted": 0}
+    assert result == {"read": 1200, "moved": 1200, "standby": 0, "restarted": 0, "overdue": 0}
     # (the stream starts the moved ones; the pad-only items here are not startable)
 
 
