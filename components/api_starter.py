@@ -28,6 +28,12 @@ from exactly_once.components.functions import (
     dead_letter_queue,
     service_role,
 )
+from exactly_once.components.monitoring import (
+    Metric,
+    MonitoringOptions,
+    Watch,
+    Watched,
+)
 from exactly_once.components.rest_api import api_key, fingerprint
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
@@ -86,6 +92,8 @@ class ApiGatewayStarterArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    monitoring: MonitoringOptions | None = None
+    """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -102,7 +110,7 @@ class ApiGatewayStarterArgs:
             raise ValueError("bucket_name forwards S3 events: key_source must be a body path")
 
 
-class ApiGatewayStarter(pulumi.ComponentResource):
+class ApiGatewayStarter(Watched, pulumi.ComponentResource):
     """Pattern 2: POST /start, whose mapping template names the execution by the request's
     key (no Lambda): 200 for a new execution, 409 for a duplicate."""
 
@@ -171,6 +179,7 @@ class ApiGatewayStarter(pulumi.ComponentResource):
         )
         self.register_outputs(
             {
+                **self.watched(self._watch(name, args)),
                 "url": self.url,
                 "apiId": self.api.id,
                 "stageName": self.stage.stage_name,
@@ -179,6 +188,30 @@ class ApiGatewayStarter(pulumi.ComponentResource):
                 "dlqUrl": self.dlq.url if self.dlq is not None else None,
             }
         )
+
+    def _watch(self, name: str, args: ApiGatewayStarterArgs) -> Watch:
+        """No function of ours runs: API Gateway's and Step Functions' own metrics."""
+        watch = Watch(name, "api-starter", args.monitoring, self)
+        stage = {"ApiName": self.api.name, "Stage": self.stage.stage_name}
+
+        def api(metric: str) -> Metric:
+            return Metric("AWS/ApiGateway", metric, stage)
+
+        watch.alarm(
+            "server-errors",
+            api("5XXError"),
+            "POST /start answered 5xx (a throttled or failed StartExecution): the caller "
+            "must retry with the same key",
+        )
+        if self.dlq is not None:
+            watch.dead_letters(self.dlq)
+        # 409 (a duplicate) is a 4xx: the 4XXError line counts duplicates and bad requests.
+        watch.graph("Requests", [(api(m), "Sum") for m in ("Count", "4XXError", "5XXError")])
+        started = Metric(
+            "AWS/States", "ExecutionsStarted", {"StateMachineArn": self.state_machine_arn}
+        )
+        watch.graph("Executions started", [(started, "Sum")])
+        return watch
 
     def _rest_api(self, name: str) -> aws.apigateway.RestApi:
         return aws.apigateway.RestApi(

@@ -19,6 +19,12 @@ from exactly_once.components.functions import (
     handler_function,
     invoke_from_rule,
 )
+from exactly_once.components.monitoring import (
+    MonitoringOptions,
+    Watch,
+    Watched,
+    metrics_environment,
+)
 from exactly_once.components.roles import IamStatement, RoleOptions, with_role_options
 from exactly_once.components.tables import key_table
 from exactly_once.handlers.etl import LOCKING, EtlSettings, Strategy, TransformSettings
@@ -116,6 +122,8 @@ class IdempotentEtlArgs:
     decrypt with them (reads) and generate data keys (writes, multipart uploads)."""
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    monitoring: MonitoringOptions | None = None
+    """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -160,7 +168,7 @@ class IdempotentEtlArgs:
             )
 
 
-class IdempotentEtl(pulumi.ComponentResource):
+class IdempotentEtl(Watched, pulumi.ComponentResource):
     """Pattern 5: your transform, run on every object put in a bucket, with exactly one
     output per input object version."""
 
@@ -258,6 +266,7 @@ class IdempotentEtl(pulumi.ComponentResource):
                 **TransformSettings.environment(transform=args.transform),
                 "LOG_LEVEL": args.log_level,
                 "POWERTOOLS_SERVICE_NAME": name,
+                **metrics_environment(name, args.monitoring),
             },
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
@@ -311,8 +320,19 @@ class IdempotentEtl(pulumi.ComponentResource):
                 opts=child,
             )
             invoke_from_rule(name, rule, self.function, self, self.dlq)
+        watch = Watch(name, "etl", args.monitoring, self)
+        watch.dead_letters(self.dlq)
+        watch.alarm(
+            "inputs-rejected",
+            watch.own("Rejected"),
+            "input objects were rejected (malformed, gone or overwritten); each has a FAILED "
+            "record and a DLQ message with the reason",
+        )
+        watch.counts("Objects", ["Written", "Duplicate", "Rejected"])
+        watch.counts("Output bytes", ["Bytes"])
         self.register_outputs(
             {
+                **self.watched(watch),
                 "inputBucket": self.input_bucket_name,
                 "outputBucket": self.output_bucket_name,
                 "controlTable": self.control_table.name,

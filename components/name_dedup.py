@@ -18,6 +18,12 @@ from exactly_once.components.functions import (
     handler_function,
     invoke_from_rule,
 )
+from exactly_once.components.monitoring import (
+    MonitoringOptions,
+    Watch,
+    Watched,
+    metrics_environment,
+)
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
     StateMachineType,
@@ -28,9 +34,10 @@ from exactly_once.components.state_machines import (
 )
 from exactly_once.handlers.executions import Backend, ReusePolicy
 from exactly_once.handlers.keys import key_extractor
+from exactly_once.handlers.metrics import CATALOGUE
 from exactly_once.handlers.runtime import LogLevel
 from exactly_once.handlers.settings import choice, encode
-from exactly_once.handlers.starter import StarterSettings
+from exactly_once.handlers.starter import PATTERN, StarterSettings
 
 # A durable function is invoked by version or alias (Lambda developer guide, durable
 # functions' best practices: "Invoke functions with version numbers or aliases"; Lambda's
@@ -76,6 +83,8 @@ class NameDedupStarterArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    monitoring: MonitoringOptions | None = None
+    """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -118,7 +127,7 @@ class NameDedupStarterArgs:
             )
 
 
-class NameDedupStarter(pulumi.ComponentResource):
+class NameDedupStarter(Watched, pulumi.ComponentResource):
     """Pattern 1: EventBridge -> starter Lambda -> StartExecution named by the event's key,
     so a redelivered event starts nothing new."""
 
@@ -162,6 +171,7 @@ class NameDedupStarter(pulumi.ComponentResource):
                 ),
                 "DLQ_URL": self.dlq.url,
                 "LOG_LEVEL": args.log_level,
+                **metrics_environment(name, args.monitoring),
             },
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
@@ -179,8 +189,12 @@ class NameDedupStarter(pulumi.ComponentResource):
         invoke_from_rule(
             name, self.rule, self.function, self, self.dlq, event_bus_name=args.event_bus_name
         )
+        watch = Watch(name, PATTERN, args.monitoring, self)
+        watch.dead_letters(self.dlq)
+        watch.counts("Events", list(CATALOGUE[PATTERN]))
         self.register_outputs(
             {
+                **self.watched(watch),
                 "functionName": self.function.name,
                 "ruleArn": self.rule.arn,
                 "dlqUrl": self.dlq.url,

@@ -20,12 +20,22 @@ from exactly_once.components.functions import (
     allow,
     handler_function,
 )
+from exactly_once.components.monitoring import (
+    MonitoringOptions,
+    Watch,
+    Watched,
+    metrics_environment,
+)
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
 from exactly_once.components.targets import ACTIONS
 from exactly_once.handlers.executions import Backend
-from exactly_once.handlers.resumable import ResumableDurableSettings, ResumableSettings
+from exactly_once.handlers.resumable import (
+    PATTERN,
+    ResumableDurableSettings,
+    ResumableSettings,
+)
 from exactly_once.handlers.settings import choice, encode
 from exactly_once.handlers.targets import TargetKind, kind_of
 
@@ -88,6 +98,8 @@ class ResumableWorkflowArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    monitoring: MonitoringOptions | None = None
+    """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -130,7 +142,13 @@ class ResumableWorkflowArgs:
 DOTTED = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
-class ResumableWorkflow(pulumi.ComponentResource):
+RUNS_FAILED = (
+    "workflow runs failed; fix the cause, then run the key again: it resumes from the "
+    "step that failed (docs/resumable-workflow.md)"
+)
+
+
+class ResumableWorkflow(Watched, pulumi.ComponentResource):
     """Pattern 4: a workflow with a DynamoDB checkpoint per business key; a re-run from the
     top skips the steps that already succeeded."""
 
@@ -161,10 +179,17 @@ class ResumableWorkflow(pulumi.ComponentResource):
         )
         self.state_machine = self.checkpoint_function = None
         self.durable_function = self.durable_function_arn = None
+        watch = Watch(name, PATTERN, args.monitoring, self)
         if args.backend == Backend.DURABLE_FUNCTION:
             self._durable(name, args)
+            watch.alarm("runs-failed", watch.own("RunsFailed"), RUNS_FAILED)
+            self._watch_counts(watch)
             self.register_outputs(
-                {"durableFunctionArn": self.durable_function_arn, "table": self.table.name}
+                {
+                    **self.watched(watch),
+                    "durableFunctionArn": self.durable_function_arn,
+                    "table": self.table.name,
+                }
             )
             return
         day = 24 * 3600
@@ -177,12 +202,15 @@ class ResumableWorkflow(pulumi.ComponentResource):
                     [self.table.arn],
                 )
             ],
-            environment=ResumableSettings.environment(
-                table=self.table.name,
-                steps=json.dumps([step.name for step in args.steps]),
-                checkpoint_ttl_seconds=encode(args.checkpoint_ttl_days * day),
-                retention_seconds=encode(args.completed_retention_days * day),
-            ),
+            environment={
+                **ResumableSettings.environment(
+                    table=self.table.name,
+                    steps=json.dumps([step.name for step in args.steps]),
+                    checkpoint_ttl_seconds=encode(args.checkpoint_ttl_days * day),
+                    retention_seconds=encode(args.completed_retention_days * day),
+                ),
+                **metrics_environment(name, args.monitoring),
+            },
             parent=self,
         )
         self.checkpoint_function = checkpoint.function
@@ -235,13 +263,22 @@ class ResumableWorkflow(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        # A failed run is a failed execution (its step's error, KeyInProgress, LeaseLost).
+        watch.failed_executions(self.state_machine.arn, RUNS_FAILED)
+        self._watch_counts(watch)
         self.register_outputs(
             {
+                **self.watched(watch),
                 "stateMachineArn": self.state_machine.arn,
                 "table": self.table.name,
                 "checkpointFunction": self.checkpoint_function.name,
             }
         )
+
+    @staticmethod
+    def _watch_counts(watch: Watch) -> None:
+        watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
+        watch.counts("Steps", ["StepsRun", "StepsSkipped"])
 
     def _durable(self, name: str, args: ResumableWorkflowArgs) -> None:
         """The workflow as a durable function (handlers/resumable_durable.py)."""
@@ -261,14 +298,17 @@ class ResumableWorkflow(pulumi.ComponentResource):
                     [a for arn in arns for a in (arn, arn.apply(lambda x: f"{x}:*"))],
                 ),
             ],
-            environment=ResumableDurableSettings.environment(
-                table=self.table.name,
-                steps=json.dumps([step.name for step in args.steps]),
-                step_functions=pulumi.Output.all(*arns).apply(json.dumps),
-                key_path=args.key_path,
-                checkpoint_ttl_seconds=encode(args.checkpoint_ttl_days * day),
-                retention_seconds=encode(args.completed_retention_days * day),
-            ),
+            environment={
+                **ResumableDurableSettings.environment(
+                    table=self.table.name,
+                    steps=json.dumps([step.name for step in args.steps]),
+                    step_functions=pulumi.Output.all(*arns).apply(json.dumps),
+                    key_path=args.key_path,
+                    checkpoint_ttl_seconds=encode(args.checkpoint_ttl_days * day),
+                    retention_seconds=encode(args.completed_retention_days * day),
+                ),
+                **metrics_environment(name, args.monitoring),
+            },
             timeout=900,  # one invocation runs steps until it checkpoints and returns
             durable=Durable(args.timeout_seconds, min(90, args.completed_retention_days)),
             parent=self,

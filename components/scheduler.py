@@ -29,17 +29,40 @@ from exactly_once.components.functions import (
     handler_function,
     invoke_from_rule,
 )
+from exactly_once.components.monitoring import (
+    MonitoringOptions,
+    Watch,
+    Watched,
+    metrics_environment,
+)
 from exactly_once.components.rest_api import api_key, fingerprint
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.targets import ACTIONS, deliver
-from exactly_once.handlers.scheduler import LEAD_SECONDS, STATUS_INDEX, SchedulerSettings, Status
+from exactly_once.handlers.scheduler import (
+    LEAD_SECONDS,
+    PATTERN,
+    STATUS_INDEX,
+    SchedulerSettings,
+    Status,
+)
 from exactly_once.handlers.settings import encode
 from exactly_once.handlers.targets import TargetKind, kind_of
 
 # The clock function sleeps the lead plus the second a Wait may end early; the rest is room
 # for its cold start and a slow host.
 CLOCK_TIMEOUT_SECONDS = LEAD_SECONDS + 8
+# What the stream starter is given: STANDBY images (to start), and a FIRING message's
+# final image (its Fired, lateness or Failed metrics: no function of ours sees those).
+STREAM_FILTERS = (
+    {"dynamodb": {"NewImage": {"status": {"S": [Status.STANDBY]}}}},
+    {
+        "dynamodb": {
+            "OldImage": {"status": {"S": [Status.FIRING]}},
+            "NewImage": {"status": {"S": [Status.DONE, Status.FAILED]}},
+        }
+    },
+)
 
 
 # A throttled Lambda invoke never ran: keep trying (a burst of due messages against a
@@ -291,6 +314,8 @@ class SchedulerArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    monitoring: MonitoringOptions | None = None
+    """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -312,7 +337,7 @@ class SchedulerArgs:
             )
 
 
-class Scheduler(pulumi.ComponentResource):
+class Scheduler(Watched, pulumi.ComponentResource):
     """Pattern 3: register messages by API (POST /messages); each fires once, at its time."""
 
     table: aws.dynamodb.Table
@@ -349,13 +374,14 @@ class Scheduler(pulumi.ComponentResource):
             state_machine_arn=self.state_machine.arn,
             window_seconds=encode(args.window_minutes * 60),
             late_tolerance_seconds=encode(args.late_tolerance_seconds),
-        )
+        ) | metrics_environment(name, args.monitoring)
         self.dlq = dead_letter_queue(name, self)
         self.url, self.api_key = self._api(name, args, environment)
         self.sweep_function = self._sweep(name, args, environment)
         self.starter_function = self._stream_starter(name, environment)
         self.register_outputs(
             {
+                **self.watched(self._watch(name, args)),
                 "table": self.table.name,
                 "stateMachineArn": self.state_machine.arn,
                 "url": self.url,
@@ -366,6 +392,33 @@ class Scheduler(pulumi.ComponentResource):
                 "clockFunction": self.clock_function.name,
             }
         )
+
+    def _watch(self, name: str, args: SchedulerArgs) -> Watch:
+        watch = Watch(name, PATTERN, args.monitoring, self)
+        watch.dead_letters(self.dlq)
+        watch.alarm(
+            "messages-failed",
+            watch.own("Failed"),
+            "messages FAILED: their channel's target refused them (GET /messages/{id} "
+            "shows the error)",
+        )
+        watch.alarm(
+            "messages-overdue",
+            watch.own("Overdue"),
+            "messages still STANDBY 60 s or FIRING 20 min past their publish time (the "
+            "sweep restarts a STANDBY one; one that stays needs a look: docs/scheduler.md)",
+            statistic="Maximum",
+        )
+        watch.failed_executions(
+            self.state_machine.arn,
+            "waiting executions failed (a target's failure, or a status that could not be "
+            "written: the execution's history says which)",
+        )
+        watch.counts("Messages", ["Registered", "DuplicateSuppressed", "Rejected", "Cancelled"])
+        watch.counts("Fired", ["Fired", "Late", "Failed", "Overdue"])
+        lateness = watch.own("LatenessMs")
+        watch.graph("Lateness (ms)", [(lateness, "p50"), (lateness, "p99"), (lateness, "Maximum")])
+        return watch
 
     def _table(self, name: str) -> aws.dynamodb.Table:
         """Messages (by status and publish time) and the channels' targets; its stream
@@ -542,13 +595,14 @@ class Scheduler(pulumi.ComponentResource):
             batch_size=25,
             bisect_batch_on_function_error=True,
             maximum_retry_attempts=5,
+            # STANDBY images to start; FIRING -> DONE or FAILED for the metrics (filters
+            # are OR'ed: Lambda developer guide, "Lambda event filtering").
             filter_criteria=aws.lambda_.EventSourceMappingFilterCriteriaArgs(
                 filters=[
                     aws.lambda_.EventSourceMappingFilterCriteriaFilterArgs(
-                        pattern=json.dumps(
-                            {"dynamodb": {"NewImage": {"status": {"S": [Status.STANDBY]}}}}
-                        )
+                        pattern=json.dumps(pattern)
                     )
+                    for pattern in STREAM_FILTERS
                 ]
             ),
             destination_config=aws.lambda_.EventSourceMappingDestinationConfigArgs(

@@ -393,6 +393,41 @@ def create_queue_policy(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, O
     return i["queueUrl"], {}
 
 
+# CloudWatch
+def create_metric_alarm(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    alarm = e.physical_name(name, i)
+    e.client("cloudwatch").put_metric_alarm(
+        AlarmName=alarm,
+        AlarmDescription=i.get("alarmDescription") or "",
+        Namespace=i["namespace"],
+        MetricName=i["metricName"],
+        Dimensions=[{"Name": k, "Value": str(v)} for k, v in (i.get("dimensions") or {}).items()],
+        Statistic=i["statistic"],
+        Period=int(i["period"]),
+        EvaluationPeriods=int(i["evaluationPeriods"]),
+        Threshold=float(i["threshold"]),
+        ComparisonOperator=i["comparisonOperator"],
+        TreatMissingData=i.get("treatMissingData") or "missing",
+        AlarmActions=list(i.get("alarmActions") or []),
+        OKActions=list(i.get("okActions") or []),
+    )
+    return alarm, {"name": alarm, "arn": e.arn("cloudwatch", f"alarm:{alarm}")}
+
+
+def delete_metric_alarm(e: Engine, id_: str, _: Outputs) -> None:
+    e.client("cloudwatch").delete_alarms(AlarmNames=[id_])
+
+
+def create_dashboard(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    dashboard = i["dashboardName"]
+    e.client("cloudwatch").put_dashboard(DashboardName=dashboard, DashboardBody=i["dashboardBody"])
+    return dashboard, {"dashboardName": dashboard}
+
+
+def delete_dashboard(e: Engine, id_: str, _: Outputs) -> None:
+    e.client("cloudwatch").delete_dashboards(DashboardNames=[id_])
+
+
 # Lambda
 def _code_bytes(code: Any) -> bytes:
     path = getattr(code, "path", None)
@@ -856,6 +891,8 @@ HANDLERS: dict[str, tuple[Create, Delete]] = {
     "aws:iam/rolePolicy:RolePolicy": (create_role_policy, delete_role_policy),
     "aws:cloudwatch/logGroup:LogGroup": (create_log_group, delete_log_group),
     "aws:sqs/queue:Queue": (create_queue, delete_queue),
+    "aws:cloudwatch/metricAlarm:MetricAlarm": (create_metric_alarm, delete_metric_alarm),
+    "aws:cloudwatch/dashboard:Dashboard": (create_dashboard, delete_dashboard),
     "aws:sqs/queuePolicy:QueuePolicy": (create_queue_policy, _noop_delete),
     "aws:lambda/function:Function": (create_function, delete_function),
     "aws:lambda/permission:Permission": (create_permission, delete_permission),

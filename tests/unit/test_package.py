@@ -95,7 +95,14 @@ def test_every_input_is_typed_described_and_required_only_without_a_default(
 @pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
 def test_every_output_is_typed_and_described(component: type) -> None:
     resource = RESOURCES[token(component)]
-    public = {camel(n) for n in component.__annotations__ if not n.startswith("_")}
+    # its own annotations and those of the package's classes it inherits (Watched)
+    public = {
+        camel(n)
+        for klass in component.__mro__
+        if klass.__module__.startswith("exactly_once.")
+        for n in vars(klass).get("__annotations__", {})
+        if not n.startswith("_")
+    }
     assert set(resource["properties"]) == public
     for name, prop in resource["properties"].items():
         assert "type" in prop or "$ref" in prop, name
