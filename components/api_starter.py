@@ -114,6 +114,11 @@ class ApiGatewayStarter(Watched, pulumi.ComponentResource):
     """Pattern 2: POST /start, whose mapping template names the execution by the request's
     key (no Lambda): 200 for a new execution, 409 for a duplicate."""
 
+    alarm_names: pulumi.Output[list[str]]
+    """Its alarms (its 5xx answers, its DLQ not empty; docs/operations.md)."""
+    dashboard_name: pulumi.Output[str] | None
+    """Its CloudWatch dashboard (None with monitoring.dashboard off)."""
+
     api: aws.apigateway.RestApi
     """The REST API."""
     stage: aws.apigateway.Stage

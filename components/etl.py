@@ -172,6 +172,11 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
     """Pattern 5: your transform, run on every object put in a bucket, with exactly one
     output per input object version."""
 
+    alarm_names: pulumi.Output[list[str]]
+    """Its alarms (DLQ not empty, inputs rejected; docs/operations.md)."""
+    dashboard_name: pulumi.Output[str] | None
+    """Its CloudWatch dashboard (None with monitoring.dashboard off)."""
+
     input_bucket_name: pulumi.Output[str]
     """The bucket whose objects are transformed."""
     output_bucket_name: pulumi.Output[str]

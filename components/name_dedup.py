@@ -131,6 +131,11 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
     """Pattern 1: EventBridge -> starter Lambda -> StartExecution named by the event's key,
     so a redelivered event starts nothing new."""
 
+    alarm_names: pulumi.Output[list[str]]
+    """Its alarms (its DLQ not empty; docs/operations.md)."""
+    dashboard_name: pulumi.Output[str] | None
+    """Its CloudWatch dashboard (None with monitoring.dashboard off)."""
+
     dlq: aws.sqs.Queue
     """Events that can never start (with the reason)."""
     function: aws.lambda_.Function

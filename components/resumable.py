@@ -152,6 +152,11 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
     """Pattern 4: a workflow with a DynamoDB checkpoint per business key; a re-run from the
     top skips the steps that already succeeded."""
 
+    alarm_names: pulumi.Output[list[str]]
+    """Its alarms (runs failed; docs/operations.md)."""
+    dashboard_name: pulumi.Output[str] | None
+    """Its CloudWatch dashboard (None with monitoring.dashboard off)."""
+
     table: aws.dynamodb.Table
     """The checkpoints (TTL attribute `expires_at`)."""
     state_machine: aws.sfn.StateMachine | None

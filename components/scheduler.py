@@ -340,6 +340,11 @@ class SchedulerArgs:
 class Scheduler(Watched, pulumi.ComponentResource):
     """Pattern 3: register messages by API (POST /messages); each fires once, at its time."""
 
+    alarm_names: pulumi.Output[list[str]]
+    """Its alarms (DLQ not empty, messages failed or overdue, executions failed)."""
+    dashboard_name: pulumi.Output[str] | None
+    """Its CloudWatch dashboard (None with monitoring.dashboard off)."""
+
     table: aws.dynamodb.Table
     """Messages and channels."""
     state_machine: aws.sfn.StateMachine
