@@ -416,7 +416,7 @@ def transform_once(
     try:
         refs = object_refs(event)
     except Permanent as exc:
-        _reject(config, event, str(exc), exc)
+        _reject(config, event, str(exc), exc, context)
         metrics.emit("etl", Rejected=1)
         return {"results": [{"status": REJECTED, "reason": str(exc)}]}
     results: list[dict[str, Any]] = []
@@ -427,7 +427,7 @@ def transform_once(
             reason = str(exc)
             # The FAILED record is the dedup: one DLQ message per object version.
             if not config.control_table or record_failure(config, ref, reason):
-                _reject(config, event, reason, exc, object=ref.identity)
+                _reject(config, event, reason, exc, context, object=ref.identity)
             result = {"status": REJECTED, "reason": reason}
         except Exception as exc:
             log(
@@ -451,10 +451,12 @@ def transform_once(
     return {"results": results}
 
 
-def _reject(config: EtlSettings, event: Any, reason: str, exc: Permanent, **fields: Any) -> None:
+def _reject(
+    config: EtlSettings, event: Any, reason: str, exc: Permanent, context: Any, **fields: Any
+) -> None:
     if not config.dlq_url:  # no queue of ours: the function's own failure handling keeps it
         raise exc
-    dead_letter(event, reason, queue_url=config.dlq_url, **fields)
+    dead_letter(event, reason, queue_url=config.dlq_url, context=context, **fields)
 
 
 @functools.cache

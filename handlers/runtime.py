@@ -52,9 +52,30 @@ def log(level: str, message: str, **fields: Any) -> None:
     sys.stdout.flush()
 
 
-def dead_letter(event: Any, reason: str, *, queue_url: str | None = None, **fields: Any) -> None:
+REDRIVE = "exactlyOnceRedrive"  # the ClientContext key `ops redrive-dlq` invokes with
+
+
+def redriven(context: Any) -> bool:
+    """Whether this invocation is `ops redrive-dlq` sending a dead letter back: the tool
+    then keeps the message, with every reason, should it fail again."""
+    client_context = getattr(context, "client_context", None)
+    custom = getattr(client_context, "custom", None) or {}
+    return bool(isinstance(custom, dict) and custom.get(REDRIVE))
+
+
+def dead_letter(
+    event: Any,
+    reason: str,
+    *,
+    queue_url: str | None = None,
+    context: Any = None,
+    **fields: Any,
+) -> None:
     """Park an event that can never succeed in a DLQ (`queue_url`, else env DLQ_URL), with
-    the reason."""
+    the reason; unless it is being redriven from there (its message is still there)."""
+    if redriven(context):
+        log("ERROR", "redriven event rejected again", reason=reason, **fields)
+        return
     body = json.dumps({"reason": reason, "event": event, **fields}, default=str)
     client("sqs").send_message(QueueUrl=queue_url or os.environ["DLQ_URL"], MessageBody=body)
     log("ERROR", "event sent to the DLQ", reason=reason, **fields)

@@ -109,12 +109,12 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     try:
         key = config.extract_key(event)
     except BadEvent as exc:
-        dead_letter(event, str(exc), event_id=event_id)
+        dead_letter(event, str(exc), event_id=event_id, context=context)
         return {"status": "REJECTED", "reason": str(exc)}
     reason = unusable(config.backend, config.target_arn)
     if reason is not None:
         # Every event waits in the DLQ, with the reason, to be redriven once it is fixed.
-        dead_letter(event, reason, event_id=event_id)
+        dead_letter(event, reason, event_id=event_id, context=context)
         return {"status": "REJECTED", "reason": reason}
     shown = {"key_hash": key_hash(key)} if config.hide_key else {"key": key}
     starter: Callable[..., Outcome] = (
@@ -135,7 +135,7 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     except ClientError as exc:
         code = aws_code(exc)
         if code in PERMANENT_ERRORS:
-            dead_letter(event, f"{code}: {exc}", event_id=event_id, **shown)
+            dead_letter(event, f"{code}: {exc}", event_id=event_id, context=context, **shown)
             return {"status": "REJECTED", "reason": f"{code}: {exc}"}
         # Throttling, 5xx and unknown AWS errors: raise so Lambda's async retry redelivers
         # (so does anything that is not an AWS error).

@@ -1,4 +1,4 @@
-"""`python -m exactly_once.ops`: operate a resumable workflow (pattern 4).
+"""`python -m exactly_once.ops`: operate a resumable workflow (pattern 4); redrive any DLQ.
 
     python -m exactly_once.ops show    --key K              a key's checkpoint
     python -m exactly_once.ops mark    --key K --step S     mark a step done by hand
@@ -6,6 +6,8 @@
     python -m exactly_once.ops clear   --key K              forget the key's checkpoint
     python -m exactly_once.ops rerun   --key K --input J    re-run from the top
     python -m exactly_once.ops redrive --execution ARN      Step Functions' RedriveExecution
+    python -m exactly_once.ops redrive-dlq --queue URL --function NAME   (any component)
+                                           [--dry-run]  send dead letters back, once
 
 The workflow comes from --table and --state-machine (the component's outputs), or from a
 stack's outputs as JSON (--outputs FILE: `pulumi stack output --json > FILE`, or the
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from exactly_once.ops.checkpoints import Checkpoints, RedriveRefused
+from exactly_once.ops.dead_letters import DeadLetters
 
 PROG = "python -m exactly_once.ops"
 WORKFLOW = (
@@ -54,7 +57,16 @@ COMMANDS = {
         "(within 14 days); refused once another run took the key over or completed it.",
         "--execution arn:aws:states:REGION:ACCOUNT:execution:orders:order-7",
     ),
+    "redrive-dlq": (
+        "Send a component's dead-lettered events back through the function that first took "
+        "them: its dedup makes an event whose work succeeded meanwhile a duplicate; one that "
+        "fails again returns to the queue with every reason. --dry-run lists them.",
+        "--outputs outputs.json --component nameDedup --dry-run",
+    ),
 }
+DEAD_LETTERS = (
+    "--queue https://sqs.REGION.amazonaws.com/ACCOUNT/orders-dlq --function orders-starter"
+)
 
 
 class CommandError(Exception):
@@ -77,6 +89,9 @@ def parser() -> argparse.ArgumentParser:
     )
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (summary, example) in COMMANDS.items():
+        if name == "redrive-dlq":
+            _dead_letters_parser(commands, name, summary, example)
+            continue
         command = commands.add_parser(
             name,
             help=summary,
@@ -110,6 +125,61 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -> None:
+    command = commands.add_parser(
+        name,
+        help=summary,
+        description=summary,
+        epilog=f"examples:\n  {PROG} {name} {DEAD_LETTERS}\n  {PROG} {name} {example}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    command.add_argument("--dry-run", action="store_true", help="list, send nothing")
+    where = command.add_argument_group("which queue and function, where")
+    where.add_argument("--queue", help="the DLQ's URL (a component's `dlqUrl`)")
+    where.add_argument(
+        "--function",
+        help="the function that took the events (the starter's or transform's "
+        "`functionName`, the scheduler's `starterFunction`)",
+    )
+    where.add_argument("--outputs", help="a stack's outputs as JSON (`pulumi stack output --json`)")
+    where.add_argument("--component", help="with --outputs: the output holding the component's")
+    where.add_argument("--region", help="AWS region (default: the standard chain)")
+    where.add_argument("--profile", help="AWS profile (default: the standard chain)")
+    where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
+
+
+def _dead_letters(args: argparse.Namespace) -> DeadLetters:
+    queue, function = args.queue, args.function
+    if not (queue and function) and args.outputs:
+        try:
+            outputs = json.loads(Path(args.outputs).read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise CommandError(f"cannot read stack outputs from {args.outputs}: {exc}") from None
+        found = outputs.get(args.component or "") if isinstance(outputs, dict) else None
+        if not isinstance(found, dict) or "dlqUrl" not in found:
+            raise CommandError(
+                f"{args.outputs} has no output {args.component!r} with a dlqUrl (give "
+                "--component, the output holding the component's outputs)"
+            )
+        queue = queue or found["dlqUrl"]
+        function = function or found.get("functionName") or found.get("starterFunction")
+    if not (queue and function):
+        raise CommandError(
+            "give --queue and --function, or --outputs and --component (an ApiGatewayStarter's "
+            "DLQ has no function: its events went to the API; send them with `aws events "
+            "put-events` once its cause is fixed, the mapping template dedups them)"
+        )
+    import boto3
+
+    session = boto3.Session(profile_name=args.profile, region_name=args.region)
+    options: dict[str, Any] = {}
+    if args.endpoint_url:
+        options["endpoint_url"] = args.endpoint_url
+        if args.profile is None:
+            options.update(aws_access_key_id="test", aws_secret_access_key="test")
+    return DeadLetters(queue, function, lambda service: session.client(service, **options))
+
+
 def _workflow(args: argparse.Namespace) -> Checkpoints:
     table, machine = args.table, args.state_machine
     if not (table and machine) and args.outputs:
@@ -134,6 +204,8 @@ def _known_step(workflow: Checkpoints, step: str) -> str:
 
 
 def run(args: argparse.Namespace) -> Any:
+    if args.command == "redrive-dlq":
+        return _dead_letters(args).redrive(dry_run=args.dry_run)
     if args.command == "redrive":
         return _workflow(args).redrive(args.execution)
     workflow = _workflow(args)

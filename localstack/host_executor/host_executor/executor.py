@@ -26,7 +26,9 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
+from localstack.runtime import hooks
 from localstack.services.lambda_.invocation.lambda_models import (
     FunctionVersion,
     InvocationResult,
@@ -63,6 +65,7 @@ class HostRuntimeExecutor(RuntimeExecutor):
         self._replies: queue.Queue[dict | None] = queue.Queue()
         self._logs: collections.deque[str] = collections.deque(maxlen=2000)
         self._lock = threading.Lock()
+        self.client_context: str | None = None  # this invoke's (pass_client_context)
 
     # -- lifecycle -------------------------------------------------------------
     def start(self, env_vars: dict[str, str]) -> None:
@@ -142,6 +145,7 @@ class HostRuntimeExecutor(RuntimeExecutor):
                 "payload": payload["payload"],
                 "deadline_ms": int((time.time() + timeout_s) * 1000),
                 "trace_id": payload.get("trace-id", ""),
+                "client_context": self.client_context,
             }
             self._proc.stdin.write(json.dumps(message) + "\n")
             self._proc.stdin.flush()
@@ -210,3 +214,26 @@ class HostRuntimeExecutor(RuntimeExecutor):
             LOG.warning("%s", exc)
             return False
         return True
+
+
+@hooks.on_infra_start()
+def pass_client_context() -> None:
+    """Invoke's ClientContext reaches the handler's `context.client_context`, as in AWS
+    (LocalStack 2026.3 keeps it on the invocation but leaves it out of what it hands an
+    executor)."""
+    from localstack.services.lambda_.invocation.execution_environment import (
+        ExecutionEnvironment,
+    )
+
+    original = ExecutionEnvironment.invoke
+    if getattr(original, "passes_client_context", False):
+        return
+
+    def invoke(self: Any, invocation: Any) -> InvocationResult:
+        runtime = self.runtime_executor
+        if isinstance(runtime, HostRuntimeExecutor):
+            runtime.client_context = invocation.client_context
+        return original(self, invocation)
+
+    invoke.passes_client_context = True  # type: ignore[attr-defined]
+    ExecutionEnvironment.invoke = invoke

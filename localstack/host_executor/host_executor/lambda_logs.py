@@ -1,4 +1,5 @@
-"""Function logs go where AWS sends them: the function's LoggingConfig log group.
+"""Function logs go where AWS sends them: the function's LoggingConfig log group; and
+their embedded-metric-format lines become CloudWatch metrics, as AWS makes them.
 
 LocalStack writes every function's logs to `/aws/lambda/<name>` whatever its
 LoggingConfig says, and when the stream is missing calls CreateLogGroup before
@@ -11,8 +12,10 @@ roles and the logs lost; this hook makes it AWS's way, as an on_infra_start hook
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from localstack.runtime import hooks
@@ -39,6 +42,48 @@ def _put(logs: Any, group: str, stream: str, events: list[dict[str, Any]]) -> No
     put()
 
 
+def emf_metric_data(line: str) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(namespace, MetricData) of one log line in CloudWatch's embedded metric format, or []
+    (CloudWatch user guide, "Specification: Embedded metric format"). AWS extracts these
+    metrics as it ingests the log; LocalStack's community edition does not."""
+    if '"_aws"' not in line:
+        return []
+    try:
+        document = json.loads(line)
+        directives = document["_aws"]["CloudWatchMetrics"]
+        stamp = datetime.fromtimestamp(document["_aws"]["Timestamp"] / 1000, UTC)
+    except (ValueError, KeyError, TypeError):
+        return []
+    found = []
+    for directive in directives:
+        for dimension_set in directive.get("Dimensions") or [[]]:
+            dimensions = [{"Name": d, "Value": str(document[d])} for d in dimension_set]
+            data = [
+                {
+                    "MetricName": metric["Name"],
+                    "Dimensions": dimensions,
+                    "Value": float(document[metric["Name"]]),
+                    "Unit": metric.get("Unit", "None"),
+                    "Timestamp": stamp,
+                }
+                for metric in directive.get("Metrics", [])
+                if metric.get("Name") in document
+            ]
+            if data:
+                found.append((directive["Namespace"], data))
+    return found
+
+
+def _put_metrics(region: str, text: str) -> None:
+    from localstack.aws.connect import connect_to
+
+    for line in text.split("\n"):
+        for namespace, data in emf_metric_data(line):
+            connect_to(region_name=region).cloudwatch.put_metric_data(
+                Namespace=namespace, MetricData=data
+            )
+
+
 def run_log_loop(self: Any, *args: Any, **kwargs: Any) -> None:
     """LocalStack's LogHandler.run_log_loop, with `_put` for its put-or-create."""
     from localstack.aws.connect import connect_to
@@ -60,6 +105,10 @@ def run_log_loop(self: Any, *args: Any, **kwargs: Any) -> None:
             _put(logs, item.log_group, item.log_stream, events)
         except Exception as exc:
             LOG.warning("Error saving logs to group %s: %s", item.log_group, exc)
+        try:  # as CloudWatch Logs does on ingestion
+            _put_metrics(self.region, item.logs)
+        except Exception as exc:
+            LOG.warning("Error extracting embedded metrics of %s: %s", item.log_group, exc)
 
 
 @hooks.on_infra_start()

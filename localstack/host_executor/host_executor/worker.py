@@ -7,6 +7,7 @@ also captured per invocation, like CloudWatch Logs.
 
 from __future__ import annotations
 
+import base64
 import importlib
 import io
 import json
@@ -38,10 +39,31 @@ class Tee(io.TextIOBase):
         return text
 
 
+class ClientContext:
+    """Invoke's ClientContext (base64 JSON), as the Python runtime gives it: client, custom
+    and env, or None when the caller sent none."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.client = document.get("client")
+        self.custom = document.get("custom")
+        self.env = document.get("env")
+
+    @classmethod
+    def decode(cls, text: str | None) -> ClientContext | None:
+        if not text:
+            return None
+        try:
+            return cls(json.loads(base64.b64decode(text)))
+        except ValueError:
+            return None
+
+
 class Context:
     """The Lambda context object, with a real remaining-time clock."""
 
-    def __init__(self, request_id: str, invoked_arn: str, deadline_ms: int) -> None:
+    def __init__(
+        self, request_id: str, invoked_arn: str, deadline_ms: int, client_context: str | None
+    ) -> None:
         self.aws_request_id = request_id
         self.invoked_function_arn = invoked_arn
         self.function_name = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
@@ -50,7 +72,7 @@ class Context:
         self.log_group_name = os.environ.get("AWS_LAMBDA_LOG_GROUP_NAME", "")
         self.log_stream_name = os.environ.get("AWS_LAMBDA_LOG_STREAM_NAME", "")
         self.identity = None
-        self.client_context = None
+        self.client_context = ClientContext.decode(client_context)
         self._deadline_ms = deadline_ms
 
     def get_remaining_time_in_millis(self) -> int:
@@ -103,7 +125,12 @@ def main() -> None:
         if init_error:
             body, is_error = init_error, True
         else:
-            context = Context(request_id, request["invoked_arn"], request["deadline_ms"])
+            context = Context(
+                request_id,
+                request["invoked_arn"],
+                request["deadline_ms"],
+                request.get("client_context"),
+            )
             try:
                 event = json.loads(request["payload"]) if request["payload"] else {}
                 body, is_error = handler(event, context), False

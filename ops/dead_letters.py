@@ -1,0 +1,204 @@
+"""Send a component's dead-lettered events back through the function that first took them.
+
+Every DLQ of ours holds one of three shapes, all handled:
+- a handler's own (`handlers/runtime.dead_letter`): `{"reason", "event", ...}`;
+- what Lambda (async invocation) or EventBridge (a target's DLQ) parks: the event itself
+  as the body, the error in message attributes (Lambda developer guide, "Dead-letter
+  queues"; EventBridge user guide, "Using dead-letter queues");
+- a DynamoDB stream batch the scheduler's starter could not take (an event source
+  mapping's on-failure destination): where in the stream it was; its records are read
+  back from the stream (kept 24 hours) and sent as the batch they were.
+
+Each event is invoked synchronously on the function, with a ClientContext marking it as
+redriven, so the handler's own dedup decides: an event whose work succeeded meanwhile is
+a duplicate and does nothing again. A message is deleted only once its event is through;
+one rejected again goes back to the queue with every reason it has met (the handler
+leaves that to this tool), and a crash part-way leaves the message to a later redrive,
+which finds the work done. `dry_run` lists what would be sent, with each reason, and
+leaves every message where it was.
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import dataclasses
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from exactly_once.handlers.runtime import REDRIVE
+
+# Long enough for the function to answer before the message shows again (a function's
+# timeout is at most 900 s); a crash leaves the message hidden for this long only.
+VISIBILITY_SECONDS = 960
+
+
+@dataclasses.dataclass
+class Letter:
+    """One dead-lettered message: what to send, and why it was parked."""
+
+    message_id: str
+    receipt: str
+    payload: Any  # what the function is invoked with
+    reasons: list[str]
+    shape: str  # "handler", "lambda-or-eventbridge" or "stream-batch"
+
+    def summary(self) -> dict[str, Any]:
+        return {"messageId": self.message_id, "shape": self.shape, "reasons": self.reasons}
+
+
+class DeadLetters:
+    """A DLQ and the function its events go back through."""
+
+    def __init__(self, queue_url: str, function: str, clients: Any) -> None:
+        self.queue_url, self.function = queue_url, function
+        self.sqs = clients("sqs")
+        self.lam = clients("lambda")
+        self.clients = clients
+
+    def letters(self) -> Iterator[Letter]:
+        """Every message, once each, hidden while it is handled."""
+        seen: set[str] = set()
+        while True:
+            answer = self.sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=10,
+                VisibilityTimeout=VISIBILITY_SECONDS,
+                MessageAttributeNames=["All"],
+                WaitTimeSeconds=1,
+            )
+            messages = [m for m in answer.get("Messages", []) if m["MessageId"] not in seen]
+            if not messages:
+                return
+            for message in messages:
+                seen.add(message["MessageId"])
+                yield self._letter(message)
+
+    def _letter(self, message: dict[str, Any]) -> Letter:
+        body_text = message.get("Body", "")
+        try:
+            body = json.loads(body_text)
+        except json.JSONDecodeError:
+            body = body_text
+        attributes = {
+            name: value.get("StringValue", "")
+            for name, value in (message.get("MessageAttributes") or {}).items()
+        }
+        common = {"message_id": message["MessageId"], "receipt": message["ReceiptHandle"]}
+        if isinstance(body, dict) and {"reason", "event"} <= body.keys():
+            reasons = [*body.get("previous_reasons", []), str(body["reason"])]
+            return Letter(payload=body["event"], reasons=reasons, shape="handler", **common)
+        if isinstance(body, dict) and "DDBStreamBatchInfo" in body:
+            info = body["DDBStreamBatchInfo"]
+            reason = str(body.get("responseContext", {}).get("functionError") or "")
+            condition = str(body.get("requestContext", {}).get("condition") or "")
+            reasons = [f"{condition} {reason}".strip() or "stream batch failed"]
+            return Letter(
+                payload={"Records": self._stream_records(info)},
+                reasons=reasons,
+                shape="stream-batch",
+                **common,
+            )
+        error = " ".join(
+            attributes[name]
+            for name in ("ErrorCode", "ErrorMessage", "ERROR_CODE", "ERROR_MESSAGE")
+            if attributes.get(name)
+        )
+        return Letter(
+            payload=body,
+            reasons=[error or "no reason recorded"],
+            shape="lambda-or-eventbridge",
+            **common,
+        )
+
+    def _stream_records(self, info: dict[str, Any]) -> list[dict[str, Any]]:
+        """The batch's records, from its first to its last sequence number, in the form
+        an event source mapping delivers them."""
+        streams = self.clients("dynamodbstreams")
+        iterator = streams.get_shard_iterator(
+            StreamArn=info["streamArn"],
+            ShardId=info["shardId"],
+            ShardIteratorType="AT_SEQUENCE_NUMBER",
+            SequenceNumber=info["startSequenceNumber"],
+        ).get("ShardIterator")
+        last = int(info["endSequenceNumber"])
+        records: list[dict[str, Any]] = []
+        while iterator:
+            page = streams.get_records(ShardIterator=iterator, Limit=100)
+            for record in page.get("Records", []):
+                if int(record["dynamodb"]["SequenceNumber"]) > last:
+                    return records
+                records.append({**record, "eventSourceARN": info["streamArn"]})
+            if not page.get("Records"):
+                return records
+            iterator = page.get("NextShardIterator")
+        return records
+
+    def redrive(self, dry_run: bool = False) -> dict[str, Any]:
+        """Send every message's event back; what happened to each, and the counts."""
+        done: list[dict[str, Any]] = []
+        for letter in self.letters():
+            if dry_run:
+                done.append({**letter.summary(), "event": letter.payload})
+                self.sqs.change_message_visibility(
+                    QueueUrl=self.queue_url, ReceiptHandle=letter.receipt, VisibilityTimeout=0
+                )
+                continue
+            done.append(self._send(letter))
+        counts = collections.Counter(entry.get("result", "listed") for entry in done)
+        return {
+            "queue": self.queue_url,
+            "function": self.function,
+            "counts": dict(counts),
+            "messages": done,
+        }
+
+    def _send(self, letter: Letter) -> dict[str, Any]:
+        context = base64.b64encode(json.dumps({"custom": {REDRIVE: True}}).encode()).decode()
+        answer = self.lam.invoke(
+            FunctionName=self.function,
+            InvocationType="RequestResponse",
+            Payload=json.dumps(letter.payload).encode(),
+            ClientContext=context,
+        )
+        text = answer["Payload"].read().decode() or "null"
+        failure = _failure(answer.get("FunctionError"), text)
+        if failure is None:
+            self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=letter.receipt)
+            return {**letter.summary(), "result": "redriven", "answer": json.loads(text)}
+        # Back in the queue with every reason, then the old message goes: a crash between
+        # leaves two copies of one event, and its handler's dedup makes the second nothing.
+        reasons = [*letter.reasons, failure]
+        event = letter.payload
+        self.sqs.send_message(
+            QueueUrl=self.queue_url,
+            MessageBody=json.dumps(
+                {"reason": failure, "event": event, "previous_reasons": letter.reasons}
+            ),
+        )
+        self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=letter.receipt)
+        return {**letter.summary(), "reasons": reasons, "result": "failed-again"}
+
+
+def _failure(function_error: str | None, text: str) -> str | None:
+    """Why the function did not take the event, or None: its error, or the reasons of
+    what it rejected (`{"status": "REJECTED"}`, or such entries in `results`)."""
+    try:
+        answer = json.loads(text)
+    except json.JSONDecodeError:
+        answer = text
+    if function_error:
+        if isinstance(answer, dict):
+            return f"{answer.get('errorType', function_error)}: {answer.get('errorMessage', '')}"
+        return f"{function_error}: {text[:500]}"
+    if not isinstance(answer, dict):
+        return None
+    found = answer.get("results")
+    results: list[Any] = found if isinstance(found, list) else [answer]
+    rejected = [
+        str(result.get("reason", "rejected"))
+        for result in results
+        if isinstance(result, dict) and result.get("status") == "REJECTED"
+    ]
+    return "; ".join(rejected) or None
