@@ -69,6 +69,8 @@ if name_dedup is not None:
             "functionName": starter.function.name,
             "stateMachineArn": starter.state_machine_arn,
             "dlqUrl": starter.dlq.url,
+            "alarmNames": starter.alarm_names,
+            "dashboardName": starter.dashboard_name,
         },
     )
 
@@ -97,6 +99,8 @@ if name_dedup_keys is not None:
             "functionName": keys_starter.function.name,
             "stateMachineArn": keys_starter.state_machine_arn,
             "dlqUrl": keys_starter.dlq.url,
+            "alarmNames": keys_starter.alarm_names,
+            "dashboardName": keys_starter.dashboard_name,
         },
     )
 
@@ -128,6 +132,8 @@ if name_dedup_durable is not None:
             "durableFunctionName": durable.function.name,
             "runsTable": durable.runs_table.name,
             "dlqUrl": durable_starter.dlq.url,
+            "alarmNames": durable_starter.alarm_names,
+            "dashboardName": durable_starter.dashboard_name,
         },
     )
 
@@ -151,6 +157,8 @@ if api_starter is not None:
             "apiKey": api.api_key,
             "stateMachineArn": api.state_machine_arn,
             "dlqUrl": api.dlq.url if api.dlq else None,
+            "alarmNames": api.alarm_names,
+            "dashboardName": api.dashboard_name,
         },
     )
 
@@ -182,6 +190,8 @@ if etl_config is not None:
             "controlTable": etl.control_table.name,
             "functionName": etl.function.name,
             "dlqUrl": etl.dlq.url,
+            "alarmNames": etl.alarm_names,
+            "dashboardName": etl.dashboard_name,
             "strategy": args.strategy,
             "transform": args.transform,
         }
@@ -202,6 +212,8 @@ if resumable is not None:
             "table": workflow.table.name,
             "counterTable": demo.counter_table.name,
             "steps": [step.name for step in demo.steps],
+            "alarmNames": workflow.alarm_names,
+            "dashboardName": workflow.dashboard_name,
         },
     )
 
@@ -228,6 +240,8 @@ if resumable_durable is not None:
             "table": durable_workflow.table.name,
             "counterTable": durable_steps.counter_table.name,
             "steps": [step.name for step in durable_steps.steps],
+            "alarmNames": durable_workflow.alarm_names,
+            "dashboardName": durable_workflow.dashboard_name,
         },
     )
 
@@ -262,5 +276,7 @@ if scheduler_config is not None:
             "dlqUrl": scheduler.dlq.url,
             "firesTables": fires,
             "queues": queues,
+            "alarmNames": scheduler.alarm_names,
+            "dashboardName": scheduler.dashboard_name,
         },
     )

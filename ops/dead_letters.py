@@ -27,6 +27,8 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from exactly_once.handlers.runtime import REDRIVE
 
 # Long enough for the function to answer before the message shows again (a function's
@@ -40,9 +42,10 @@ class Letter:
 
     message_id: str
     receipt: str
-    payload: Any  # what the function is invoked with
+    payload: Any  # what the function is invoked with (None: nothing to send, it stays)
     reasons: list[str]
     shape: str  # "handler", "lambda-or-eventbridge" or "stream-batch"
+    fields: dict[str, Any] = dataclasses.field(default_factory=dict)  # the handler's others
 
     def summary(self) -> dict[str, Any]:
         return {"messageId": self.message_id, "shape": self.shape, "reasons": self.reasons}
@@ -56,24 +59,35 @@ class DeadLetters:
         self.sqs = clients("sqs")
         self.lam = clients("lambda")
         self.clients = clients
+        self.seen: set[str] = set()  # message ids taken, or sent back, by this run
 
     def letters(self) -> Iterator[Letter]:
-        """Every message, once each, hidden while it is handled."""
-        seen: set[str] = set()
+        """Every message once, hidden while it is handled. One this run sent back (failed
+        again) is shown again at once and not taken twice."""
         while True:
             answer = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=10,
                 VisibilityTimeout=VISIBILITY_SECONDS,
                 MessageAttributeNames=["All"],
-                WaitTimeSeconds=1,
+                WaitTimeSeconds=1,  # long polling: every server of the queue is asked
             )
-            messages = [m for m in answer.get("Messages", []) if m["MessageId"] not in seen]
-            if not messages:
+            fresh = []
+            for message in answer.get("Messages", []):
+                if message["MessageId"] in self.seen:
+                    self._release(message["ReceiptHandle"])
+                else:
+                    fresh.append(message)
+            if not fresh:
                 return
-            for message in messages:
-                seen.add(message["MessageId"])
+            for message in fresh:
+                self.seen.add(message["MessageId"])
                 yield self._letter(message)
+
+    def _release(self, receipt: str) -> None:
+        self.sqs.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=receipt, VisibilityTimeout=0
+        )
 
     def _letter(self, message: dict[str, Any]) -> Letter:
         body_text = message.get("Body", "")
@@ -88,18 +102,23 @@ class DeadLetters:
         common = {"message_id": message["MessageId"], "receipt": message["ReceiptHandle"]}
         if isinstance(body, dict) and {"reason", "event"} <= body.keys():
             reasons = [*body.get("previous_reasons", []), str(body["reason"])]
-            return Letter(payload=body["event"], reasons=reasons, shape="handler", **common)
+            fields = {
+                k: v for k, v in body.items() if k not in ("reason", "event", "previous_reasons")
+            }
+            return Letter(
+                payload=body["event"], reasons=reasons, shape="handler", fields=fields, **common
+            )
         if isinstance(body, dict) and "DDBStreamBatchInfo" in body:
             info = body["DDBStreamBatchInfo"]
             reason = str(body.get("responseContext", {}).get("functionError") or "")
             condition = str(body.get("requestContext", {}).get("condition") or "")
             reasons = [f"{condition} {reason}".strip() or "stream batch failed"]
-            return Letter(
-                payload={"Records": self._stream_records(info)},
-                reasons=reasons,
-                shape="stream-batch",
-                **common,
-            )
+            try:
+                payload: Any = {"Records": self._stream_records(info)}
+            except ClientError as exc:  # trimmed (24 h) or the stream is gone: kept, listed
+                payload = None
+                reasons.append(f"its records cannot be read back: {exc}")
+            return Letter(payload=payload, reasons=reasons, shape="stream-batch", **common)
         error = " ".join(
             attributes[name]
             for name in ("ErrorCode", "ErrorMessage", "ERROR_CODE", "ERROR_MESSAGE")
@@ -138,15 +157,16 @@ class DeadLetters:
     def redrive(self, dry_run: bool = False) -> dict[str, Any]:
         """Send every message's event back; what happened to each, and the counts."""
         done: list[dict[str, Any]] = []
+        held: list[str] = []  # a dry run's messages, shown again once all are listed
         for letter in self.letters():
-            if dry_run:
-                done.append({**letter.summary(), "event": letter.payload})
-                self.sqs.change_message_visibility(
-                    QueueUrl=self.queue_url, ReceiptHandle=letter.receipt, VisibilityTimeout=0
-                )
+            if dry_run or letter.payload is None:
+                done.append({**letter.summary(), "event": letter.payload, "result": "listed"})
+                held.append(letter.receipt)
                 continue
             done.append(self._send(letter))
-        counts = collections.Counter(entry.get("result", "listed") for entry in done)
+        for receipt in held:
+            self._release(receipt)
+        counts = collections.Counter(entry["result"] for entry in done)
         return {
             "queue": self.queue_url,
             "function": self.function,
@@ -166,19 +186,31 @@ class DeadLetters:
         failure = _failure(answer.get("FunctionError"), text)
         if failure is None:
             self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=letter.receipt)
-            return {**letter.summary(), "result": "redriven", "answer": json.loads(text)}
+            answer_body = json.loads(text)
+            return {
+                **letter.summary(),
+                "event": letter.payload,
+                "result": "redriven",
+                "answer": answer_body,
+            }
         # Back in the queue with every reason, then the old message goes: a crash between
         # leaves two copies of one event, and its handler's dedup makes the second nothing.
         reasons = [*letter.reasons, failure]
         event = letter.payload
-        self.sqs.send_message(
+        sent = self.sqs.send_message(
             QueueUrl=self.queue_url,
             MessageBody=json.dumps(
-                {"reason": failure, "event": event, "previous_reasons": letter.reasons}
+                {
+                    **letter.fields,
+                    "reason": failure,
+                    "event": event,
+                    "previous_reasons": letter.reasons,
+                }
             ),
         )
+        self.seen.add(sent["MessageId"])
         self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=letter.receipt)
-        return {**letter.summary(), "reasons": reasons, "result": "failed-again"}
+        return {**letter.summary(), "event": event, "reasons": reasons, "result": "failed-again"}
 
 
 def _failure(function_error: str | None, text: str) -> str | None:

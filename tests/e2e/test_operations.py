@@ -1,0 +1,141 @@
+"""Operating the patterns on LocalStack (#36): every component's alarms and dashboard are
+deployed; a dead-lettered event turns its DLQ alarm to ALARM; `ops redrive-dlq` sends it
+back through the starter once, an event whose work succeeded meanwhile is a duplicate,
+and a second redrive produces nothing; the handlers' embedded metrics reach CloudWatch."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import pytest
+
+from exactly_once.ops.__main__ import main as ops
+from tests import events
+from tests.clients import ENDPOINT, client, eventually, executions, fault, new_tag
+
+COMPONENTS = ("nameDedup", "apiStarter", "scheduler", "resumable", "resumableDurable")
+ALARM_TIMEOUT = 240  # LocalStack evaluates a 60 s alarm every 60 s; SQS reports every 10 s
+
+
+def redrive_dlq(capsys: pytest.CaptureFixture[str], starter: dict[str, Any], *more: str) -> Any:
+    capsys.readouterr()
+    code = ops(
+        [
+            "redrive-dlq",
+            "--queue",
+            starter["dlqUrl"],
+            "--function",
+            starter["functionName"],
+            "--endpoint-url",
+            ENDPOINT,
+            "--region",
+            "us-east-1",
+            *more,
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    return json.loads(out)
+
+
+def mine(report: dict[str, Any], tag: str) -> list[dict[str, Any]]:
+    return [m for m in report["messages"] if tag in json.dumps(m["event"] or m)]
+
+
+def alarm_state(name: str) -> str:
+    [alarm] = client("cloudwatch").describe_alarms(AlarmNames=[name])["MetricAlarms"]
+    return str(alarm["StateValue"])
+
+
+@pytest.mark.parametrize("component", [*COMPONENTS, "etl"])
+def test_each_component_has_its_alarms_and_its_dashboard(
+    stack: dict[str, Any], component: str
+) -> None:
+    out = stack[component]
+    if component == "etl":  # one entry per ETL: the first
+        out = next(iter(out.values()))
+    names = out["alarmNames"]
+    assert names, f"{component} has no alarm"
+    alarms = client("cloudwatch").describe_alarms(AlarmNames=names)["MetricAlarms"]
+    assert sorted(a["AlarmName"] for a in alarms) == sorted(names)
+    for alarm in alarms:
+        assert alarm["AlarmDescription"], alarm["AlarmName"]
+        assert alarm["Period"] == 60 and alarm["TreatMissingData"] == "notBreaching"
+    body = json.loads(
+        client("cloudwatch").get_dashboard(DashboardName=out["dashboardName"])["DashboardBody"]
+    )
+    assert body["widgets"] and all(w["properties"]["metrics"] for w in body["widgets"])
+
+
+def test_a_dead_letter_alarms_and_one_redrive_applies_it_once(
+    stack: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    starter = stack["nameDedup"]
+    [dlq_alarm] = [n for n in starter["alarmNames"] if "dlq-not-empty" in n]
+    tag = new_tag()
+    first, second = f"in/{tag}/first.csv", f"in/{tag}/second.csv"
+    # GIVEN two uploads whose starts are refused for good (a permanent error: dead-lettered)
+    with fault("stepfunctions.StartExecution", "InvalidExecutionInput", 2, [tag]) as injected:
+        for key in (first, second):
+            client("s3").put_object(Bucket=starter["bucket"], Key=key, Body=b"data")
+        eventually(lambda: injected() == 2)
+
+        # THEN both wait in the DLQ with the reason (a dry run lists them, sends nothing)
+        def listed() -> list[dict[str, Any]]:
+            return mine(redrive_dlq(capsys, starter, "--dry-run"), tag)
+
+        parked = eventually(lambda: len(listed()) == 2 and listed())
+    assert all("InvalidExecutionInput" in m["reasons"][-1] for m in parked)
+    assert executions(starter["stateMachineArn"], tag) == []
+    # AND the DLQ's alarm goes to ALARM
+    eventually(lambda: alarm_state(dlq_alarm) == "ALARM", timeout=ALARM_TIMEOUT, interval=5)
+
+    # WHEN the second one's event reaches the starter again by itself, once the cause is gone
+    [later] = [m["event"] for m in parked if second in json.dumps(m["event"])]
+    assert client("events").put_events(Entries=[events.rebroadcast(later)])["FailedEntryCount"] == 0
+    eventually(lambda: len(executions(starter["stateMachineArn"], tag)) == 1)
+    # AND the DLQ is redriven
+    report = redrive_dlq(capsys, starter)
+    outcomes = {
+        (first if first in json.dumps(m["event"]) else second): m for m in mine(report, tag)
+    }
+    # THEN the first starts now, the second is a duplicate: one execution each
+    assert {k: v["result"] for k, v in outcomes.items()} == {
+        first: "redriven",
+        second: "redriven",
+    }
+    assert outcomes[first]["answer"]["status"] == "STARTED"
+    assert outcomes[second]["answer"]["status"] == "DUPLICATE"
+    started = executions(starter["stateMachineArn"], tag)
+    assert len(started) == 2
+    # AND a second redrive finds nothing of theirs and starts nothing
+    assert mine(redrive_dlq(capsys, starter), tag) == []
+    assert len(executions(starter["stateMachineArn"], tag)) == 2
+
+
+def test_the_handlers_metrics_reach_cloudwatch(stack: dict[str, Any]) -> None:
+    """The embedded-metric lines of the starter (localstack/host_executor: lambda_logs.py
+    makes them metrics, as CloudWatch Logs does) under the documented names."""
+    component = "name-dedup"  # the component's name in __main__.py
+    now = dt.datetime.now(dt.UTC)
+
+    def total(metric: str) -> float:
+        answer = client("cloudwatch").get_metric_statistics(
+            Namespace="ExactlyOnce",
+            MetricName=metric,
+            Dimensions=[
+                {"Name": "Component", "Value": component},
+                {"Name": "Pattern", "Value": "name-dedup"},
+            ],
+            StartTime=now - dt.timedelta(hours=1),
+            EndTime=now + dt.timedelta(minutes=1),
+            Period=3600,
+            Statistics=["Sum"],
+        )
+        return sum(point["Sum"] for point in answer["Datapoints"])
+
+    assert eventually(lambda: total("Started")) >= 1
+    assert eventually(lambda: total("DuplicateSuppressed")) >= 1
+    assert eventually(lambda: total("Rejected")) >= 1
