@@ -1,0 +1,149 @@
+"""`ops redrive-dlq` (ops/dead_letters.py) against moto's SQS and a function of our own: each
+shape of dead letter is sent back once, a rejected one returns with every reason, a dry
+run moves nothing, a second redrive finds nothing."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from exactly_once.handlers.runtime import REDRIVE
+from exactly_once.ops.dead_letters import DeadLetters
+
+
+class Function:
+    """A Lambda client whose one function is `handler`; it records each invoke."""
+
+    def __init__(self, handler: Callable[[Any], Any]) -> None:
+        self.handler, self.calls = handler, []  # type: list[Any]
+
+    def invoke(self, **request: Any) -> dict[str, Any]:
+        context = json.loads(base64.b64decode(request["ClientContext"]))
+        assert request["InvocationType"] == "RequestResponse"
+        assert context["custom"][REDRIVE] is True  # the handler leaves a rejection to us
+        event = json.loads(request["Payload"])
+        self.calls.append(event)
+        try:
+            answer, error = self.handler(event), None
+        except RuntimeError as exc:
+            answer, error = {"errorType": "RuntimeError", "errorMessage": str(exc)}, "Unhandled"
+        reply: dict[str, Any] = {"Payload": io.BytesIO(json.dumps(answer).encode())}
+        if error:
+            reply["FunctionError"] = error
+        return reply
+
+
+@pytest.fixture
+def sqs() -> Iterator[Any]:
+    with mock_aws():
+        yield boto3.client("sqs", region_name="us-east-1")
+
+
+def queue(sqs: Any) -> str:
+    return str(sqs.create_queue(QueueName="orders-dlq")["QueueUrl"])
+
+
+def dead_letters(sqs: Any, url: str, function: Function) -> DeadLetters:
+    def clients(service: str) -> Any:
+        return {"sqs": sqs, "lambda": function}[service]
+
+    return DeadLetters(url, "orders-starter", clients)
+
+
+def bodies(sqs: Any, url: str) -> list[dict[str, Any]]:
+    found = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0)
+    return [json.loads(m["Body"]) for m in found.get("Messages", [])]
+
+
+def starter(done: set[str]) -> Callable[[Any], Any]:
+    """A name-dedup starter in small: a key starts once, then is a duplicate; 'bad' keys
+    are rejected."""
+
+    def handle(event: Any) -> Any:
+        key = event["detail"]["key"]
+        if key.startswith("bad"):
+            return {"status": "REJECTED", "reason": f"no usable key in {key}"}
+        if key.startswith("boom"):
+            raise RuntimeError("the target is gone")
+        status = "DUPLICATE" if key in done else "STARTED"
+        done.add(key)
+        return {"status": status}
+
+    return handle
+
+
+def test_each_shape_is_sent_back_once_and_a_second_redrive_does_nothing(sqs: Any) -> None:
+    url = queue(sqs)
+    # GIVEN a handler's own dead letter, and one Lambda's async DLQ parked (the event as
+    # the body, the error in attributes), whose work meanwhile succeeded
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps(
+            {"reason": "throttled for good", "event": {"detail": {"key": "a"}}, "event_id": "e1"}
+        ),
+    )
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps({"detail": {"key": "b"}}),
+        MessageAttributes={"ErrorMessage": {"DataType": "String", "StringValue": "timeout"}},
+    )
+    done = {"b"}
+    function = Function(starter(done))
+    # WHEN the DLQ is redriven
+    report = dead_letters(sqs, url, function).redrive()
+    # THEN a starts, b is a duplicate, the queue is empty
+    answers = {m["event"]["detail"]["key"]: m for m in report["messages"]}
+    assert answers["a"]["answer"] == {"status": "STARTED"}
+    assert answers["a"]["reasons"] == ["throttled for good"]
+    assert answers["b"]["answer"] == {"status": "DUPLICATE"}
+    assert answers["b"]["reasons"] == ["timeout"] and answers["b"]["shape"] != "handler"
+    assert report["counts"] == {"redriven": 2}
+    assert bodies(sqs, url) == []
+    # AND a second redrive sends nothing
+    again = dead_letters(sqs, url, function).redrive()
+    assert again["counts"] == {} and len(function.calls) == 2
+
+
+def test_one_that_fails_again_returns_once_with_every_reason(sqs: Any) -> None:
+    url = queue(sqs)
+    for key, reason in (("bad-1", "first reason"), ("boom-2", "first outage")):
+        sqs.send_message(
+            QueueUrl=url,
+            MessageBody=json.dumps(
+                {"reason": reason, "event": {"detail": {"key": key}}, "event_id": key}
+            ),
+        )
+    function = Function(starter(set()))
+    report = dead_letters(sqs, url, function).redrive()
+    # each was tried once (its copy sent back is not taken again in the same run)
+    assert sorted(e["detail"]["key"] for e in function.calls) == ["bad-1", "boom-2"]
+    assert report["counts"] == {"failed-again": 2}
+    back = {b["event"]["detail"]["key"]: b for b in bodies(sqs, url)}
+    assert back["bad-1"]["previous_reasons"] == ["first reason"]
+    assert back["bad-1"]["reason"] == "no usable key in bad-1"
+    assert back["bad-1"]["event_id"] == "bad-1"  # the handler's fields kept
+    assert back["boom-2"]["reason"] == "RuntimeError: the target is gone"
+    # AND a later redrive carries both reasons on
+    later = dead_letters(sqs, url, function).redrive()
+    reasons = {m["event"]["detail"]["key"]: m["reasons"] for m in later["messages"]}
+    assert reasons["bad-1"] == ["first reason", "no usable key in bad-1", "no usable key in bad-1"]
+
+
+def test_a_dry_run_lists_each_reason_and_moves_nothing(sqs: Any) -> None:
+    url = queue(sqs)
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps({"reason": "why", "event": {"detail": {"key": "a"}}}),
+    )
+    function = Function(starter(set()))
+    report = dead_letters(sqs, url, function).redrive(dry_run=True)
+    assert [(m["reasons"], m["result"]) for m in report["messages"]] == [(["why"], "listed")]
+    assert function.calls == []
+    assert len(bodies(sqs, url)) == 1  # still there, visible again
