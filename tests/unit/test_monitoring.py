@@ -65,7 +65,7 @@ def test_every_metric_of_every_pattern_is_valid_emf(
 
 
 def test_a_metric_not_in_the_catalogue_is_refused() -> None:
-    with pytest.raises(ValueError, match="not in metrics.CATALOGUE"):
+    with pytest.raises(ValueError, match=r"not in metrics\.CATALOGUE"):
         metrics.line("etl", {"Writen": 1})
     with pytest.raises(ValueError, match="no metrics for pattern"):
         metrics.line("etc", {"Written": 1})
