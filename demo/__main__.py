@@ -7,13 +7,14 @@ Run it through `bash scripts/demo`, which starts LocalStack and deploys the stac
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import json
 import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -305,6 +306,37 @@ def resumable_durable(out: dict[str, Any], runs: int) -> Row:
     return row
 
 
+def watched(out: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(label, outputs) of every component with alarms, the ETLs one by one."""
+    for label, value in sorted(out.items()):
+        if isinstance(value, dict) and "alarmNames" in value:
+            yield label, value
+        elif label == "etl":
+            for name, etl_out in sorted(value.items()):
+                yield f"etl {name}", etl_out
+
+
+def watching(out: dict[str, Any]) -> None:
+    """Where each component's dashboard is, and its alarms' states now (docs/operations.md).
+    A DLQ alarm may be in ALARM after the demo: the bad-input rows park events there."""
+    cloudwatch = client("cloudwatch")
+    region = out.get("region") or "us-east-1"
+    print("\nwatching: each component's alarms by state, and its dashboard")
+    for label, component in watched(out):
+        names = component["alarmNames"]
+        alarms = cloudwatch.describe_alarms(AlarmNames=names)["MetricAlarms"] if names else []
+        states = collections.Counter(a["StateValue"] for a in alarms)
+        firing = [a["AlarmName"] for a in alarms if a["StateValue"] == "ALARM"]
+        summary = ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+        link = (
+            f"https://console.aws.amazon.com/cloudwatch/home?region={region}"
+            f"#dashboards/dashboard/{component['dashboardName']}"
+        )
+        print(f"  {label:<18} {summary:<34} {link}")
+        for name in firing:
+            print(f"  {'':<18} ALARM: {name}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="local")
@@ -335,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{r.pattern:<26}{r.sent:>6}{r.duplicates:>10}{r.produced:>10}{suppressed:>12}"
             f"{r.lost:>6}{r.extra:>7}  {r.note}"
         )
+    watching(out)
     bad = [r.pattern for r in rows if r.lost or r.extra]
     bad += [f"{r.pattern} ({r.fault})" for r in rows if r.fault]
     iam = iam_report()
