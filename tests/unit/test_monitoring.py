@@ -205,3 +205,14 @@ def test_monitoring_off_creates_no_alarm_and_no_dashboard_and_actions_are_set() 
 def test_an_aws_namespace_is_refused() -> None:
     with pytest.raises(ValueError, match="AWS/ is reserved"):
         MonitoringOptions(namespace="AWS/Lambda").validate()
+
+
+def test_no_role_may_put_metric_data(local: RecordingMocks) -> None:
+    """EMF needs only the log writes a function already has (docs/operations.md)."""
+    policies = [p.inputs["policy"] for p in local.of_type("aws:iam/rolePolicy:RolePolicy")]
+    assert policies
+    for policy in policies:
+        for statement in json.loads(policy)["Statement"]:
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            assert not any(a.lower().startswith("cloudwatch:") for a in actions), statement

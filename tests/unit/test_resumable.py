@@ -193,3 +193,37 @@ def test_load_stays_within_dynamodbs_expression_limits_however_many_steps(
     assert entries == again == {step: {} for step in steps}
     # (one update per Load for a short workflow: the common case costs nothing more)
     assert (len(sent) == 2) == (count == 2)
+
+
+def test_a_finished_run_counts_the_steps_it_ran_and_those_an_earlier_run_did(
+    config: ResumableSettings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a key whose first step an earlier run did, and a run that does the second
+    resumable.load(config, "order-9", "run-1", now=NOW)
+    save(config, "order-9", "register")  # DONE has no `by`: not this run's
+    runtime.client("dynamodb").update_item(
+        TableName=config.table,
+        Key={"pk": {"S": "order-9"}},
+        UpdateExpression="SET out_charge = :entry",
+        ExpressionAttributeValues={":entry": {"S": json.dumps({**DONE, "by": "run-1"})}},
+    )
+    capsys.readouterr()
+    # WHEN it finishes, and a later run of the completed key finishes too
+    resumable.finish(config, "order-9", "run-1", now=NOW)
+    resumable.finish(config, "order-9", "run-1", now=NOW)  # its own retry: nothing more
+    resumable.load(config, "order-9", "run-2", now=NOW + 1)
+    resumable.finish(config, "order-9", "run-2", now=NOW + 1)
+    # THEN one line says 1 step run and 1 skipped, one that the key was already complete
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    counted = [
+        {
+            k: v
+            for k, v in line.items()
+            if k in ("RunsSucceeded", "StepsRun", "StepsSkipped", "KeysCompleted")
+        }
+        for line in lines
+    ]
+    assert counted == [
+        {"RunsSucceeded": 1, "StepsRun": 1, "StepsSkipped": 1},
+        {"KeysCompleted": 1},
+    ]

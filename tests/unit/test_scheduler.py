@@ -377,6 +377,56 @@ def test_the_stream_starter_names_executions_by_message_id(
     assert executions_of(config) == [message["id"]]
 
 
+def test_a_messages_final_image_gives_its_fired_lateness_or_failed_metric_once(
+    config: SchedulerSettings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def image(status: str, **more: Any) -> dict[str, Any]:
+        return {
+            "id": {"S": "m-1"},
+            "status": {"S": status},
+            "publish_at": {"N": "1796455200.000"},
+            **more,
+        }
+
+    fired = image("DONE", fired_at={"S": "2026-12-05T07:20:00.042Z"})
+    late = image("DONE", fired_at={"S": "2026-12-05T07:20:00.500Z"}, late_on_arrival={"N": "3"})
+    failed = image("FAILED", error={"S": "boom"})
+
+    def record(new: dict[str, Any], old: str) -> dict[str, Any]:
+        return {"eventName": "MODIFY", "dynamodb": {"NewImage": new, "OldImage": image(old)}}
+
+    capsys.readouterr()
+    event = {
+        "Records": [
+            record(fired, "FIRING"),
+            record(late, "FIRING"),
+            record(failed, "FIRING"),
+            record(fired, "DONE"),  # RecordDone writing DONE again: not a second fire
+        ]
+    }
+    assert scheduler.start_records(config, event, None) == {"outcomes": []}
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
+    got = [
+        {k: v for k, v in line.items() if k in ("Fired", "Late", "LatenessMs", "Failed")}
+        for line in lines
+    ]
+    assert got == [
+        {"Fired": 1, "LatenessMs": 42},
+        {"Fired": 1, "Late": 1, "LatenessMs": 500},
+        {"Failed": 1},
+    ]
+
+
+def test_the_stream_filters_pass_standby_images_and_final_images_of_fired_messages() -> None:
+    from exactly_once.components.scheduler import STREAM_FILTERS
+
+    assert [f["dynamodb"]["NewImage"]["status"]["S"] for f in STREAM_FILTERS] == [
+        ["STANDBY"],
+        ["DONE", "FAILED"],
+    ]
+    assert STREAM_FILTERS[1]["dynamodb"]["OldImage"] == {"status": {"S": ["FIRING"]}}
+
+
 def test_the_api_maps_errors_to_status_codes(config: SchedulerSettings) -> None:
     def call(method: str, body: object = None, message_id: str | None = None) -> dict:
         event = {
