@@ -130,7 +130,7 @@ def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -
         name,
         help=summary,
         description=summary,
-        epilog=f"examples:\n  {PROG} {name} {DEAD_LETTERS}\n  {PROG} {name} {example}",
+        epilog=f"example: {PROG} {name} {DEAD_LETTERS}\nexample: {PROG} {name} {example}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     command.add_argument("--dry-run", action="store_true", help="list, send nothing")
