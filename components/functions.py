@@ -156,12 +156,16 @@ def handler_function(
     role, ready = service_role(name, "lambda.amazonaws.com", [*statements, *own], parent)
     if durable is not None:
         requirements = (DURABLE_SDK, *requirements)
+    runtime = RUNTIME if durable is None else DURABLE_RUNTIME
     function = aws.lambda_.Function(
         name,
-        runtime=RUNTIME if durable is None else DURABLE_RUNTIME,
+        runtime=runtime,
         handler=handler,
         role=role.arn,
-        code=lambda_code(requirements, sources, excludes, architecture),
+        # wheels for the runtime's own Python (the durable SDK's are built per version)
+        code=lambda_code(
+            requirements, sources, excludes, architecture, runtime.removeprefix("python")
+        ),
         architectures=[architecture],
         timeout=timeout,
         memory_size=memory_size,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -39,44 +40,126 @@ def build_dir() -> Path:
 
 # The functions' platform (components/functions.py: RUNTIME, and the architecture):
 # requirements are installed as wheels built for it, never for the deploying machine's.
-PLATFORMS = {"x86_64": "manylinux2014_x86_64", "arm64": "manylinux2014_aarch64"}
+# Lambda's Python 3.12 and 3.13 runtimes run on Amazon Linux 2023, glibc 2.34 (Lambda
+# developer guide, "Lambda runtimes"): a wheel for any manylinux up to 2_34 runs there.
+# pip takes exactly the platforms it is given, so each is named.
+GLIBC = ("2014", "_2_17", "_2_24", "_2_28", "_2_31", "_2_34")
+MACHINES = {"x86_64": "x86_64", "arm64": "aarch64"}
 LAMBDA_PYTHON = "3.12"
-# Never bundled from a source folder: environments, version control, secrets, build
-# output, and a Pulumi program living in the same folder.
+
+
+def platforms(architecture: str) -> list[str]:
+    """Every manylinux platform tag Lambda's glibc runs, for `architecture`."""
+    return [f"manylinux{glibc}_{MACHINES[architecture]}" for glibc in GLIBC]
+
+
+# Never bundled from a source folder: environments, version control, caches, secrets,
+# build output, and a Pulumi program living in the same folder.
 ALWAYS_SKIPPED = (frozenset({"__pycache__"}), ("*.pyc", ".complete"))
 SOURCE_SKIPPED = (
-    frozenset({".venv", "venv", ".git", "node_modules", "__pycache__", ".pulumi", "build"}),
-    ("*.pyc", ".env", ".env.*", "Pulumi.yaml", "Pulumi.*.yaml"),
+    frozenset(
+        {
+            ".venv",
+            "venv",
+            ".git",
+            ".hg",
+            "node_modules",
+            "__pycache__",
+            ".pulumi",
+            "build",
+            "dist",
+            ".mypy_cache",
+            ".ruff_cache",
+            ".pytest_cache",
+            ".tox",
+            ".nox",
+            ".idea",
+            ".vscode",
+            ".ipynb_checkpoints",
+        }
+    ),
+    ("*.pyc", ".env", ".env.*", "Pulumi.yaml", "Pulumi.*.yaml", ".DS_Store"),
 )
+# What pip writes that names the machine that installed it (an interpreter path in a
+# console script, and in RECORD's hash of it; an absolute path in direct_url.json;
+# bytecode for the deploying Python): left out, so two venvs build the same zip. Lambda
+# needs none of it (pip reads RECORD only to uninstall).
+MACHINE_SPECIFIC = ("*.dist-info/RECORD", "*.dist-info/INSTALLER", "*.dist-info/direct_url.json")
 
 
-def _vendor(requirements: tuple[str, ...], architecture: str = "x86_64") -> Path | None:
-    """pip-install requirements, as Lambda's platform wheels for `architecture`, into a
-    cache folder keyed by their hash."""
+class BuildError(RuntimeError):
+    """A function's dependencies cannot be built: one line that says what to do."""
+
+
+def _pip(python: str) -> list[str]:
+    """How to run pip with `python`; BuildError when it has none."""
+    probe = subprocess.run(
+        [python, "-c", "import importlib.util as u; print(bool(u.find_spec('pip')))"],
+        capture_output=True,
+        text=True,
+    )
+    if probe.stdout.strip() != "True":
+        raise BuildError(
+            f"building the functions' dependencies needs pip in the Python running this "
+            f"program ({python}): run `{python} -m ensurepip` (or create the venv without "
+            "--without-pip)"
+        )
+    return [python, "-m", "pip"]
+
+
+def _why(requirements: tuple[str, ...], stderr: str, platform_tags: list[str]) -> str:
+    """pip's failure as one line that names what is missing."""
+    missing = re.findall(r"No matching distribution found for (\S+)", stderr)
+    if re.search(
+        r"NewConnectionError|Temporary failure in name resolution|"
+        r"Network is unreachable|ConnectTimeout|Max retries exceeded",
+        stderr,
+    ):
+        return (
+            f"cannot download {', '.join(requirements)} for Lambda: the package index is "
+            "unreachable (offline?); build once online, then the cache in "
+            f"{build_dir()} is reused, or set PIP_INDEX_URL / PIP_FIND_LINKS to a mirror"
+        )
+    if missing:
+        return (
+            f"{', '.join(missing)}: no wheel for Lambda (CPython {LAMBDA_PYTHON}, "
+            f"{platform_tags[0]} to {platform_tags[-1]}); pin a version that ships one, "
+            "or vendor it yourself"
+        )
+    last = [line for line in stderr.strip().splitlines() if line.strip()][-1:] or ["no output"]
+    return f"cannot install {', '.join(requirements)} for Lambda: {last[0].strip()[:300]}"
+
+
+def _vendor(
+    requirements: tuple[str, ...],
+    architecture: str = "x86_64",
+    python_version: str = LAMBDA_PYTHON,
+    python: str = sys.executable,
+) -> Path | None:
+    """pip-install requirements, as Lambda's platform wheels for `architecture` and the
+    runtime's `python_version`, into a cache folder keyed by them (reused, offline too)."""
     if not requirements:
         return None
-    platform = PLATFORMS[architecture]
-    key = "\n".join([platform, *sorted(requirements)])
+    tags = platforms(architecture)
+    key = "\n".join([*tags, python_version, *sorted(requirements)])
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     target = build_dir() / f"deps-{digest}"
     if not (target / ".complete").exists():
         target.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             [
-                sys.executable,
-                "-m",
-                "pip",
+                *_pip(python),
                 "install",
                 "--quiet",
                 "--disable-pip-version-check",
+                "--no-compile",  # bytecode is the deploying Python's, not the runtime's
                 "--target",
                 str(target),
-                "--platform",
-                platform,
+                *[arg for tag in tags for arg in ("--platform", tag)],
                 "--implementation",
                 "cp",
                 "--python-version",
-                LAMBDA_PYTHON,
+                python_version,
                 "--only-binary=:all:",
                 *requirements,
             ],
@@ -84,10 +167,7 @@ def _vendor(requirements: tuple[str, ...], architecture: str = "x86_64") -> Path
             text=True,
         )
         if done.returncode != 0:
-            raise RuntimeError(
-                f"cannot install {list(requirements)} for Lambda (python{LAMBDA_PYTHON}, "
-                f"{platform} wheels only): {done.stderr.strip()[-600:]}"
-            )
+            raise BuildError(_why(requirements, done.stderr, tags))
         (target / ".complete").touch()
     return target
 
@@ -120,6 +200,7 @@ def build_zip(
     sources: tuple[str, ...] = (),
     excludes: tuple[str, ...] = (),
     architecture: str = "x86_64",
+    python_version: str = LAMBDA_PYTHON,
 ) -> Path:
     """Build (or reuse) the zip for these source folders (without SOURCE_SKIPPED's folders
     and files, nor `excludes`, globs on paths relative to a source) and vendored
@@ -131,10 +212,14 @@ def build_zip(
     if len(set(names)) != len(names):
         clashes = sorted({name for name in names if names.count(name) > 1})
         raise ValueError(f"source folders clash with each other or the handlers: {clashes[:5]}")
-    deps = _vendor(requirements, architecture)
+    deps = _vendor(requirements, architecture, python_version)
     if deps:
         # bin/ holds console scripts whose shebang names this machine's interpreter
-        entries += [entry for entry in _files(deps) if not entry[1].startswith("bin/")]
+        entries += [
+            entry
+            for entry in _files(deps, patterns=MACHINE_SPECIFIC)
+            if not entry[1].startswith("bin/")
+        ]
     digest = hashlib.sha256()
     for path, arcname in entries:
         digest.update(arcname.encode() + b"\0" + path.read_bytes())
@@ -157,5 +242,7 @@ def lambda_code(
     sources: tuple[str, ...] = (),
     excludes: tuple[str, ...] = (),
     architecture: str = "x86_64",
+    python_version: str = LAMBDA_PYTHON,
 ) -> pulumi.FileArchive:
-    return pulumi.FileArchive(str(build_zip(requirements, sources, excludes, architecture)))
+    built = build_zip(requirements, sources, excludes, architecture, python_version)
+    return pulumi.FileArchive(str(built))
