@@ -72,7 +72,8 @@ class IdempotentEtlArgs:
     """The folder your module is imported from (a relative path is from the Pulumi
     program's directory); bundled into the function beside the `exactly_once` package."""
     transform_requirements: Defaulted[list[str]] = dataclasses.field(default_factory=list)
-    """pip requirements of your transform, vendored into the function."""
+    """pip requirements of your transform, vendored into the function, beside those of a
+    requirements.txt in transform_source (read as its requirement lines)."""
     transform_environment: Defaulted[dict[str, str]] = dataclasses.field(default_factory=dict)
     """Your transform's own settings, as environment variables."""
     output_suffix: Defaulted[str] = ""
@@ -113,7 +114,8 @@ class IdempotentEtlArgs:
 
     transform_excludes: list[str] | None = None
     """Globs (relative to transform_source) left out of the function's code, beside what
-    is never bundled: .venv, .git, node_modules, build, .env files, Pulumi.*.yaml."""
+    is never bundled: .venv, .git, node_modules, build, dist, caches (.mypy_cache,
+    .pytest_cache, ...), editor folders, .env files, Pulumi.*.yaml."""
     transform_statements: list[IamStatement] | None = None
     """What your transform itself calls on AWS (a lookup table, a secret): added to the
     function's role, nothing more."""
@@ -166,6 +168,27 @@ class IdempotentEtlArgs:
             raise ValueError(
                 f"transform_environment may not set {taken or 'AWS_*'}: the component sets them"
             )
+
+
+def folder_requirements(source: str) -> list[str]:
+    """The requirement lines of `source`/requirements.txt, if there is one (comments, blank
+    lines and pip options such as -r or --index-url are not requirements: refused, so
+    nothing is silently left out)."""
+    path = Path(source) / "requirements.txt"
+    if not path.is_file():
+        return []
+    found = []
+    for number, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("-"):
+            raise ValueError(
+                f"{path}:{number}: {line!r}: give pip options another way (PIP_INDEX_URL, "
+                "PIP_FIND_LINKS); a transform's requirements.txt lists requirements only"
+            )
+        found.append(line)
+    return found
 
 
 class IdempotentEtl(Watched, pulumi.ComponentResource):
@@ -276,7 +299,11 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
             memory_size=args.memory_size,
-            requirements=(*REQUIREMENTS.get(args.strategy, ()), *args.transform_requirements),
+            requirements=(
+                *REQUIREMENTS.get(args.strategy, ()),
+                *folder_requirements(args.transform_source),
+                *args.transform_requirements,
+            ),
             sources=(args.transform_source,),
             excludes=tuple(args.transform_excludes or ()),
             architecture=args.architecture,

@@ -210,3 +210,38 @@ def test_a_transform_source_with_its_own_handlers_package_is_bundled_beside_ours
         names
     )
     assert function["environment"]["variables"]["TRANSFORM"] == "handlers.team:transform"
+
+
+def test_a_requirements_txt_in_the_transform_folder_is_vendored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+
+    from exactly_once.components import lambda_asset
+
+    source = tmp_path / "team"
+    (source / "team_etl").mkdir(parents=True)
+    (source / "team_etl" / "__init__.py").write_text("def transform(source, obj):\n    yield b''\n")
+    (source / "requirements.txt").write_text("# ours\nsix==1.16.0  # pinned\n\norjson\n")
+    monkeypatch.setenv("EXACTLY_ONCE_BUILD_DIR", str(tmp_path / "build"))
+    installs: list[list[str]] = []
+
+    def run_(args: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        if args[1] == "-c":
+            return subprocess.CompletedProcess(args, 0, "True\n", "")
+        installs.append(args)
+        Path(args[args.index("--target") + 1]).mkdir(parents=True, exist_ok=True)
+        return subprocess.CompletedProcess(args, 0, "", "")
+
+    monkeypatch.setattr(lambda_asset.subprocess, "run", run_)
+    args = Args(transform="team_etl:transform", transform_source=str(source))
+    run(lambda: IdempotentEtl("etl", args))
+    [install] = installs
+    assert install[-2:] == ["six==1.16.0", "orjson"]
+    (source / "requirements.txt").write_text("--index-url https://mirror\nsix\n")
+    with pytest.raises(ValueError, match="requirements only"):
+        run(
+            lambda: IdempotentEtl(
+                "etl", Args(transform="team_etl:transform", transform_source=str(source))
+            )
+        )
