@@ -9,11 +9,13 @@
     python -m exactly_once.ops redrive-dlq --queue URL --function NAME   (any component)
                                            [--dry-run]  send dead letters back, once
 
-The workflow comes from --table and --state-machine (the component's outputs), or from a
-stack's outputs as JSON (--outputs FILE: `pulumi stack output --json > FILE`, or the
-repository's .pulumi-local/<stack>.outputs.json), whose `resumable` object holds both.
+The workflow comes from --table and --state-machine (the component's outputs; `redrive`
+reads the machine from the execution's ARN), or from a stack's outputs as JSON (--outputs
+FILE: `pulumi stack output --json > FILE`): the component's `table` and `stateMachineArn`
+at the top, or in the one output holding them, or in --component's.
 AWS credentials and region come from the standard chain (AWS_PROFILE, AWS_REGION,
-~/.aws/config), or --profile and --region.
+~/.aws/config), or --profile and --region; --endpoint-url keeps them (LocalStack's test
+keys only when there are none).
 `python -m exactly_once.ops COMMAND --help` shows each command with an example.
 """
 
@@ -27,6 +29,7 @@ from typing import Any
 
 from exactly_once.ops.checkpoints import Checkpoints, RedriveRefused
 from exactly_once.ops.dead_letters import DeadLetters
+from exactly_once.ops.session import clients
 
 PROG = "python -m exactly_once.ops"
 WORKFLOW = (
@@ -117,12 +120,38 @@ def parser() -> argparse.ArgumentParser:
         where.add_argument("--state-machine", help="the workflow's state machine ARN")
         where.add_argument(
             "--outputs",
-            help="a stack's outputs as JSON (`pulumi stack output --json`), with `resumable`",
+            help="a stack's outputs as JSON (`pulumi stack output --json`): the workflow's "
+            "table and stateMachineArn, at the top or in one output",
         )
+        where.add_argument("--component", help="with --outputs: the output holding them")
         where.add_argument("--region", help="AWS region (default: the standard chain)")
         where.add_argument("--profile", help="AWS profile (default: the standard chain)")
         where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
     return root
+
+
+def _outputs(path: str, component: str | None, wanted: set[str]) -> dict[str, Any]:
+    """The component's outputs in a stack's outputs file: the file itself when it is one
+    component's outputs, else the output named `component`, else the one output holding
+    `wanted` (this repository's stacks name the workflow's `resumable`)."""
+    try:
+        outputs = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CommandError(f"cannot read stack outputs from {path}: {exc}") from None
+    if not isinstance(outputs, dict):
+        raise CommandError(f"{path} is not a JSON object of stack outputs")
+    if component is not None:
+        found = outputs.get(component)
+        if not isinstance(found, dict) or not wanted <= found.keys():
+            raise CommandError(f"{path}: output {component!r} has no {', '.join(sorted(wanted))}")
+        return found
+    if wanted <= outputs.keys():
+        return outputs
+    holding = {k: v for k, v in outputs.items() if isinstance(v, dict) and wanted <= v.keys()}
+    if len(holding) == 1:
+        return next(iter(holding.values()))
+    which = f"one of {', '.join(sorted(holding))}" if holding else "the output holding them"
+    raise CommandError(f"{path}: give --component ({which}): it needs {', '.join(sorted(wanted))}")
 
 
 def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -> None:
@@ -142,7 +171,7 @@ def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -
         "`functionName`, the scheduler's `starterFunction`)",
     )
     where.add_argument("--outputs", help="a stack's outputs as JSON (`pulumi stack output --json`)")
-    where.add_argument("--component", help="with --outputs: the output holding the component's")
+    where.add_argument("--component", help="with --outputs: the output holding dlqUrl")
     where.add_argument("--region", help="AWS region (default: the standard chain)")
     where.add_argument("--profile", help="AWS profile (default: the standard chain)")
     where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
@@ -151,16 +180,7 @@ def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -
 def _dead_letters(args: argparse.Namespace) -> DeadLetters:
     queue, function = args.queue, args.function
     if not (queue and function) and args.outputs:
-        try:
-            outputs = json.loads(Path(args.outputs).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CommandError(f"cannot read stack outputs from {args.outputs}: {exc}") from None
-        found = outputs.get(args.component or "") if isinstance(outputs, dict) else None
-        if not isinstance(found, dict) or "dlqUrl" not in found:
-            raise CommandError(
-                f"{args.outputs} has no output {args.component!r} with a dlqUrl (give "
-                "--component, the output holding the component's outputs)"
-            )
+        found = _outputs(args.outputs, args.component, {"dlqUrl"})
         queue = queue or found["dlqUrl"]
         function = function or found.get("functionName") or found.get("starterFunction")
     if not (queue and function):
@@ -169,31 +189,33 @@ def _dead_letters(args: argparse.Namespace) -> DeadLetters:
             "DLQ has no function: its events went to the API; send them with `aws events "
             "put-events` once its cause is fixed, the mapping template dedups them)"
         )
-    import boto3
-
-    session = boto3.Session(profile_name=args.profile, region_name=args.region)
-    options: dict[str, Any] = {}
-    if args.endpoint_url:
-        options["endpoint_url"] = args.endpoint_url
-        if args.profile is None:
-            options.update(aws_access_key_id="test", aws_secret_access_key="test")
-    return DeadLetters(queue, function, lambda service: session.client(service, **options))
+    return DeadLetters(queue, function, clients(args.endpoint_url, args.region, args.profile))
 
 
 def _workflow(args: argparse.Namespace) -> Checkpoints:
     table, machine = args.table, args.state_machine
+    if args.command == "redrive" and not machine:  # the execution names its machine
+        machine = _machine_of(args.execution)
     if not (table and machine) and args.outputs:
-        try:
-            outputs = json.loads(Path(args.outputs).read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise CommandError(f"cannot read stack outputs from {args.outputs}: {exc}") from None
-        workflow = outputs.get("resumable") if isinstance(outputs, dict) else None
-        if not isinstance(workflow, dict) or not {"table", "stateMachineArn"} <= workflow.keys():
-            raise CommandError(f"{args.outputs} has no `resumable` with table and stateMachineArn")
-        table, machine = workflow["table"], workflow["stateMachineArn"]
+        workflow = _outputs(args.outputs, args.component, {"table", "stateMachineArn"})
+        table, machine = table or workflow["table"], machine or workflow["stateMachineArn"]
     if not (table and machine):
         raise CommandError("give --table and --state-machine, or --outputs (a stack's outputs)")
-    return Checkpoints(table, machine, args.endpoint_url, args.region, args.profile)
+    try:
+        return Checkpoints(table, machine, args.endpoint_url, args.region, args.profile)
+    except ValueError as exc:
+        raise CommandError(f"--state-machine: {exc}") from None
+
+
+def _machine_of(execution_arn: str) -> str:
+    """arn:aws:states:R:A:execution:MACHINE:NAME -> arn:aws:states:R:A:stateMachine:MACHINE"""
+    parts = execution_arn.split(":")
+    if len(parts) != 8 or parts[2] != "states" or parts[5] != "execution":
+        raise CommandError(
+            f"--execution {execution_arn!r} is not an execution ARN "
+            "(arn:aws:states:REGION:ACCOUNT:execution:MACHINE:NAME)"
+        )
+    return ":".join([*parts[:5], "stateMachine", parts[6]])
 
 
 def _known_step(workflow: Checkpoints, step: str) -> str:
@@ -237,7 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     except ClientError as exc:
         error = exc.response.get("Error", {})
         reason = f"{error.get('Code', 'Error')}: {error.get('Message', '')}".rstrip(": ")
-        print(f"{PROG} {args.command}: AWS refused it: {reason}", file=sys.stderr)
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        who = f"{args.endpoint_url} (HTTP {status})" if args.endpoint_url else "AWS"
+        print(f"{PROG} {args.command}: {who} refused it: {reason}", file=sys.stderr)
         return 1
     except BotoCoreError as exc:  # no credentials, no region, no connection
         print(f"{PROG} {args.command}: {exc}", file=sys.stderr)

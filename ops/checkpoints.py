@@ -23,10 +23,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-import boto3
-
 from exactly_once.handlers.checkpoints import EMPTY, attribute
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
+from exactly_once.ops.session import clients
 
 
 class RedriveRefused(Exception):
@@ -41,10 +40,13 @@ def _number(value: Mapping[str, Any] | None) -> int | None:
     return int(float(value["N"])) if value else None
 
 
+STATE_MACHINE_ARN = re.compile(r"^arn:aws[\w-]*:states:([a-z0-9-]+):\d{12}:stateMachine:[\w-]+$")
+
+
 class Checkpoints:
     """One workflow's checkpoints. AWS credentials come from the standard chain (or
-    `profile`); the region is `region`, else the state machine ARN's (the table lives
-    beside it); an `endpoint_url` without a profile (LocalStack) uses its test keys."""
+    `profile`: ops/session.py); the region is `region`, else the state machine ARN's (the
+    table lives beside it)."""
 
     def __init__(
         self,
@@ -54,18 +56,17 @@ class Checkpoints:
         region: str | None = None,
         profile: str | None = None,
     ) -> None:
+        found = STATE_MACHINE_ARN.match(state_machine_arn)
+        if found is None:
+            raise ValueError(
+                f"{state_machine_arn!r} is not a state machine ARN "
+                "(arn:aws:states:REGION:ACCOUNT:stateMachine:NAME)"
+            )
         self.table = table
         self.state_machine_arn = state_machine_arn
-        parts = state_machine_arn.split(":")
-        region = region or (parts[3] if len(parts) > 3 and parts[3] else None)
-        session = boto3.Session(profile_name=profile, region_name=region)
-        options: dict[str, Any] = {}
-        if endpoint_url:
-            options["endpoint_url"] = endpoint_url
-            if profile is None:
-                options.update(aws_access_key_id="test", aws_secret_access_key="test")
-        self.ddb = session.client("dynamodb", **options)
-        self.sfn = session.client("stepfunctions", **options)
+        client = clients(endpoint_url, region or found.group(1), profile)
+        self.ddb = client("dynamodb")
+        self.sfn = client("stepfunctions")
 
     def steps(self) -> list[str]:
         """The workflow's steps, in order, read from its definition (the Resume state's

@@ -95,9 +95,50 @@ def test_the_workflow_can_come_from_a_stacks_outputs(
     )
     assert main(["show", "--key", "k", "--outputs", str(outputs)]) == 0
     assert json.loads(capsys.readouterr().out) == {"key": "k", "steps": None}
+    # a component's own outputs, or any stack's output named by --component
+    outputs.write_text(json.dumps({"table": workflow[1], "stateMachineArn": workflow[3]}))
+    assert main(["show", "--key", "k", "--outputs", str(outputs)]) == 0
+    capsys.readouterr()
+    mine = {"table": workflow[1], "stateMachineArn": workflow[3]}
+    outputs.write_text(json.dumps({"orders": mine, "refunds": mine}))
+    assert main(["show", "--key", "k", "--outputs", str(outputs)]) == 2
+    assert "give --component (one of orders, refunds)" in capsys.readouterr().err
+    assert main(["show", "--key", "k", "--outputs", str(outputs), "--component", "orders"]) == 0
+    capsys.readouterr()
     outputs.write_text("{}")
     assert main(["show", "--key", "k", "--outputs", str(outputs)]) == 2
-    assert "has no `resumable`" in capsys.readouterr().err
+    assert "it needs stateMachineArn, table" in capsys.readouterr().err
+
+
+def test_a_state_machine_that_is_no_arn_is_named_and_redrive_needs_no_machine(
+    workflow: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["show", "--key", "k", "--table", "t", "--state-machine", "orders"]) == 2
+    assert "'orders' is not a state machine ARN" in capsys.readouterr().err
+    execution = workflow[3].replace(":stateMachine:", ":execution:") + ":k"
+    # the machine is the execution's: only the table is needed (for the lease check), and
+    # the command gets as far as asking for the execution
+    assert main(["redrive", "--execution", execution, "--table", workflow[1]]) == 1
+    assert "AWS refused it: ExecutionDoesNotExist" in capsys.readouterr().err
+    assert main(["redrive", "--execution", "order-7", "--table", workflow[1]]) == 2
+    assert "is not an execution ARN" in capsys.readouterr().err
+
+
+def test_an_endpoint_keeps_the_callers_credentials_and_is_named_when_it_refuses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from exactly_once.ops.session import clients
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "mine")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    client = clients("http://127.0.0.1:9", "us-east-1")("sqs")
+    assert client._request_signer._credentials.access_key == "mine"
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    client = clients("http://127.0.0.1:9", "us-east-1")("sqs")
+    assert client._request_signer._credentials.access_key == "test"  # none: LocalStack's
 
 
 def test_the_ops_cli_needs_no_repository_tooling() -> None:
