@@ -38,6 +38,7 @@ from exactly_once.components.monitoring import (
 from exactly_once.components.rest_api import api_key, fingerprint
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
+from exactly_once.components.tables import index
 from exactly_once.components.targets import ACTIONS, deliver
 from exactly_once.handlers.scheduler import (
     LEAD_SECONDS,
@@ -437,14 +438,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
                 aws.dynamodb.TableAttributeArgs(name="status", type="S"),
                 aws.dynamodb.TableAttributeArgs(name="publish_at", type="N"),
             ],
-            global_secondary_indexes=[
-                aws.dynamodb.TableGlobalSecondaryIndexArgs(
-                    name=STATUS_INDEX,
-                    hash_key="status",
-                    range_key="publish_at",
-                    projection_type="KEYS_ONLY",
-                )
-            ],
+            global_secondary_indexes=[index(STATUS_INDEX, "status", "publish_at", "KEYS_ONLY")],
             stream_enabled=True,
             stream_view_type="NEW_AND_OLD_IMAGES",
             point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),

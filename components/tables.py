@@ -1,9 +1,31 @@
-"""On-demand DynamoDB tables keyed by one string attribute, as most patterns need."""
+"""On-demand DynamoDB tables keyed by one string attribute, as most patterns need, and a
+secondary index's key the way the installed pulumi-aws wants it."""
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import pulumi
 import pulumi_aws as aws
+
+
+def index(name: str, hash_key: str, range_key: str, projection_type: str) -> Any:
+    """A global secondary index by `key_schemas` where pulumi-aws has it (7.x releases
+    deprecate the index's hash_key and range_key, with a warning on every run); by
+    hash_key and range_key on older 7.x releases, which have nothing else."""
+    args = aws.dynamodb.TableGlobalSecondaryIndexArgs
+    if "key_schemas" in inspect.signature(args.__init__).parameters:
+        schema = aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs
+        return args(
+            name=name,
+            key_schemas=[
+                schema(attribute_name=hash_key, key_type="HASH"),
+                schema(attribute_name=range_key, key_type="RANGE"),
+            ],
+            projection_type=projection_type,
+        )
+    return args(name=name, hash_key=hash_key, range_key=range_key, projection_type=projection_type)
 
 
 def key_table(

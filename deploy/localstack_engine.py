@@ -615,7 +615,14 @@ def create_table(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]
         params["GlobalSecondaryIndexes"] = [
             {
                 "IndexName": index["name"],
-                "KeySchema": _key_schema(index["hashKey"], index.get("rangeKey")),
+                "KeySchema": (
+                    [
+                        {"AttributeName": k["attributeName"], "KeyType": k["keyType"]}
+                        for k in index["keySchemas"]
+                    ]
+                    if index.get("keySchemas")
+                    else _key_schema(index["hashKey"], index.get("rangeKey"))
+                ),
                 "Projection": {
                     "ProjectionType": index.get("projectionType") or "ALL",
                     **(
