@@ -9,3 +9,17 @@ generic top-level name (`handlers`, `components`) from a user's own code:
 In the repository this file is package/__init__.py and the subpackages are the top-level
 folders `components/`, `handlers/` and `ops/` (pyproject.toml maps them).
 """
+
+
+def __getattr__(name: str) -> str:
+    """`exactly_once.__version__`, read from the installed distribution when asked (not at
+    import: every function's zip carries this file, and a cold start should not pay for
+    it; in a zip, with no distribution, it is "unknown")."""
+    if name != "__version__":
+        raise AttributeError(f"module 'exactly_once' has no attribute {name!r}")
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pulumi-exactly-once")
+    except PackageNotFoundError:
+        return "unknown"

@@ -67,6 +67,7 @@ etl = IdempotentEtl(
 
 pulumi.export("startUrl", api.url)
 pulumi.export("schedulerUrl", scheduler.url)
+assert orders.state_machine is not None  # the step-functions backend (the default) has one
 pulumi.export("ordersStateMachine", orders.state_machine.arn)
 pulumi.export("starterDlq", starter.dlq.url)
 pulumi.export("etlOutputs", etl.output_bucket_name)

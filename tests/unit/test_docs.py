@@ -61,3 +61,24 @@ def test_lambda_side_sample_works(code: str) -> None:
             assert statuses == ["WRITTEN", "DUPLICATE"]
         assert transforms or "handler" in namespace, "the sample defines nothing to run"
     runtime.client.cache_clear()
+
+
+def test_every_sample_and_the_python_example_type_check(tmp_path: Any) -> None:
+    """Plain mypy (its defaults, as a user's editor runs it) over every Python block of
+    docs/ and examples/python, against the package's own hints (py.typed)."""
+    import subprocess
+    import sys
+
+    for sample in SAMPLES:
+        name = re.sub(r"\W", "_", sample.id or "sample")
+        (tmp_path / f"{name}.py").write_text(sample.values[0])
+    example = (ROOT / "examples" / "python" / "__main__.py").read_text()
+    (tmp_path / "example_python.py").write_text(example)
+    (tmp_path / "mypy.ini").write_text("[mypy]\n")  # defaults, not the repository's config
+    found = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--no-incremental", "."],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 0, found.stdout[-4000:]
