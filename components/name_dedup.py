@@ -12,7 +12,6 @@ import pulumi_aws as aws
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.event_patterns import s3_object_created_pattern
 from exactly_once.components.functions import (
-    DURABLE_API_SDK,
     allow,
     dead_letter_queue,
     handler_function,
@@ -27,11 +26,11 @@ from exactly_once.components.monitoring import (
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
     StateMachineType,
-    executions_of,
     require_standard,
     require_target,
     target_state_machine,
 )
+from exactly_once.handlers.backends import BACKENDS
 from exactly_once.handlers.executions import Backend, ReusePolicy
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.metrics import CATALOGUE
@@ -180,7 +179,7 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
             },
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
-            requirements=(DURABLE_API_SDK,) if args.backend == Backend.DURABLE_FUNCTION else (),
+            requirements=BACKENDS[args.backend].requirements,
             parent=self,
         )
         self.function = starter.function
@@ -211,41 +210,22 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
     def _target(
         self, name: str, args: NameDedupStarterArgs
     ) -> tuple[pulumi.Output[str], list[dict[str, object]]]:
-        """The ARN the starter starts, and what its role may do with it."""
-        if args.backend == Backend.DURABLE_FUNCTION:
-            self.state_machine_arn = None
+        """The ARN the starter starts, and what its role may do with it (the backend's
+        grants, on ARNs derived from the target's)."""
+        self.state_machine_arn = self.durable_function_arn = None
+        if args.backend == Backend.DURABLE_FUNCTION:  # args name the target per backend
             self.durable_function_arn = pulumi.Output.from_input(args.durable_function_arn or "")
-            function = self.durable_function_arn
-            statements = [
-                # Invoke is authorized on the qualified ARN it names.
-                allow(["lambda:InvokeFunction"], [function]),
-                # Once per cold start: the target must be durable (handlers/starter.py).
-                allow(["lambda:GetFunctionConfiguration"], [function]),
-            ]
-            if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
-                # Only this policy asks how a taken name's execution ended.
-                unqualified = function.apply(lambda arn: arn.rsplit(":", 1)[0])
-                statements.append(
-                    allow(["lambda:ListDurableExecutionsByFunction"], [unqualified, function])
-                )
-            return function, statements
-        self.durable_function_arn = None
-        self.state_machine_arn = target_state_machine(
-            name, args.state_machine_arn, args.definition, self
-        )
-        statements = [
-            allow(["states:StartExecution"], [self.state_machine_arn]),
-            # Once per cold start: the target must be STANDARD (handlers/starter.py).
-            allow(["states:DescribeStateMachine"], [self.state_machine_arn]),
-        ]
-        if args.reuse_policy == ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY:
-            # Only this policy asks how a taken name's execution ended, and redrives a
-            # failed one that Step Functions can still redrive (handlers/executions.py).
-            executions = executions_of(self.state_machine_arn)
-            statements.append(
-                allow(["states:DescribeExecution", "states:RedriveExecution"], [executions])
+            target = self.durable_function_arn
+        else:
+            self.state_machine_arn = target_state_machine(
+                name, args.state_machine_arn, args.definition, self
             )
-        return self.state_machine_arn, statements
+            target = self.state_machine_arn
+        grants = BACKENDS[args.backend].grants(args.reuse_policy)
+        return target, [
+            allow(list(g.actions), [target.apply(resource) for resource in g.resources])
+            for g in grants
+        ]
 
     @staticmethod
     def _event_pattern(args: NameDedupStarterArgs) -> pulumi.Input[str]:

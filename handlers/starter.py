@@ -1,5 +1,6 @@
 """Pattern 1, the name-dedup starter: EventBridge event -> StartExecution, exactly once
-(or, with the durable-function backend, an Invoke named by DurableExecutionName).
+(or, with the durable-function backend, an Invoke named by DurableExecutionName: the
+backend, whichever, is `handlers/backends.py`'s).
 
 Configured by `StarterSettings` (set by components.NameDedupStarter), DLQ_URL, LOG_LEVEL.
 """
@@ -12,6 +13,12 @@ from collections.abc import Callable
 from typing import Any
 
 from exactly_once.handlers import metrics
+from exactly_once.handlers.backends import (  # re-exported: the starter's cold-start checks
+    BACKENDS,
+    DURABLE_API_BOTOCORE,
+    missing_durable_api,
+    unusable,
+)
 from exactly_once.handlers.errors import BadEvent, ClientError, aws_code
 from exactly_once.handlers.executions import (
     DUPLICATE,
@@ -19,14 +26,11 @@ from exactly_once.handlers.executions import (
     REDRIVEN,
     STARTED,
     Backend,
-    Outcome,
     ReusePolicy,
-    start_durable_once,
-    start_once,
 )
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.names import key_hash
-from exactly_once.handlers.runtime import client, dead_letter, log, request_id
+from exactly_once.handlers.runtime import dead_letter, log, request_id
 from exactly_once.handlers.settings import Settings
 
 
@@ -62,48 +66,6 @@ OUTCOME_METRICS = {
 }
 
 
-@functools.cache
-def unusable(backend: Backend, target_arn: str) -> str | None:
-    """Why the target cannot deduplicate by name, or None; asked once per cold start
-    (errors propagate: retried)."""
-    if backend == Backend.DURABLE_FUNCTION:
-        missing = missing_durable_api(client("lambda"))
-        if missing:
-            return missing
-        configuration = client("lambda").get_function_configuration(FunctionName=target_arn)
-        if not configuration.get("DurableConfig"):
-            return f"{target_arn} is not a durable function: no name dedup"
-        return None
-    described = client("stepfunctions").describe_state_machine(stateMachineArn=target_arn)
-    if described["type"] != "STANDARD":
-        # EXPRESS keeps no execution names: the same name would start it again and again.
-        return f"{target_arn} is not a STANDARD state machine: no name dedup"
-    return None
-
-
-DURABLE_API_BOTOCORE = "1.42.1"  # the first botocore with the durable-execution APIs
-
-
-def missing_durable_api(lam: Any) -> str | None:
-    """Why this function's botocore cannot start durable executions, or None. A Lambda
-    runtime's own SDK may predate them: Invoke would refuse DurableExecutionName, and
-    GetFunctionConfiguration's answer would drop DurableConfig (every target "not
-    durable"). The component packages a newer one (components/functions.py)."""
-    model = lam.meta.service_model
-    invoke = model.operation_model("Invoke").input_shape.members
-    if "DurableExecutionName" in invoke and "ListDurableExecutionsByFunction" in (
-        model.operation_names
-    ):
-        return None
-    import botocore
-
-    return (
-        f"this function's botocore {botocore.__version__} has no durable-execution API (it "
-        f"needs {DURABLE_API_BOTOCORE} or later): deploy it with NameDedupStarter, which "
-        "packages one"
-    )
-
-
 def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     event_id = event.get("id") if isinstance(event, dict) else None
     try:
@@ -117,20 +79,14 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
         dead_letter(event, reason, event_id=event_id, context=context)
         return {"status": "REJECTED", "reason": reason}
     shown = {"key_hash": key_hash(key)} if config.hide_key else {"key": key}
-    starter: Callable[..., Outcome] = (
-        # a failed attempt still redrivable is redriven, never run beside a redrive of it
-        functools.partial(start_once, redrive=True)
-        if config.backend == Backend.STEP_FUNCTIONS
-        else start_durable_once  # durable executions have no redrive: the next name
-    )
     try:
-        outcome = starter(
+        outcome = BACKENDS[config.backend].start(
             config.target_arn,
             key,
             {"key": key, "event": event},
             request_id(context),
-            reuse_policy=config.reuse_policy,
-            hide_key=config.hide_key,
+            config.reuse_policy,
+            config.hide_key,
         )
     except ClientError as exc:
         code = aws_code(exc)
@@ -157,3 +113,6 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
         **shown,
     )
     return outcome.as_dict()
+
+
+__all__ = ["DURABLE_API_BOTOCORE", "handler", "missing_durable_api", "start", "unusable"]
