@@ -16,11 +16,6 @@ DURABLE_RUNTIME = "python3.13"  # the first Python runtime with durable function
 # Packaged, as AWS recommends for production (Lambda developer guide, durable functions,
 # supported runtimes: the runtime's own copy is for testing and development).
 DURABLE_SDK = "aws-durable-execution-sdk-python>=3.0,<4"
-# What a function calling the durable-execution APIs (Invoke's DurableExecutionName,
-# DurableConfig in GetFunctionConfiguration, ListDurableExecutionsByFunction) packages: they
-# first appear in botocore 1.42.1, and a Lambda runtime's own SDK may be older (a call
-# would fail, or DurableConfig go unseen: handlers/starter.py checks at cold start).
-DURABLE_API_SDK = "boto3>=1.42.1"
 
 
 def assume_role_policy(service: str) -> pulumi.Output[str]:

@@ -8,6 +8,7 @@ function running the same steps over the same checkpoints (handlers/resumable_du
 import dataclasses
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -142,6 +143,10 @@ class ResumableWorkflowArgs:
 DOTTED = re.compile(r"^\$(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
+# A backend's build: what runs the workflow; it adds its alarms to the watch and returns
+# its outputs (ResumableWorkflow.__init__).
+Build = Callable[[str, ResumableWorkflowArgs, Watch], dict[str, pulumi.Output[str]]]
+
 RUNS_FAILED = (
     "workflow runs failed; fix the cause, then run the key again: it resumes from the "
     "step that failed (docs/resumable-workflow.md)"
@@ -185,18 +190,22 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
         self.state_machine = self.checkpoint_function = None
         self.durable_function = self.durable_function_arn = None
         watch = Watch(name, PATTERN, args.monitoring, self)
-        if args.backend == Backend.DURABLE_FUNCTION:
-            self._durable(name, args)
-            watch.alarm("runs-failed", watch.own("RunsFailed"), RUNS_FAILED)
-            self._watch_counts(watch)
-            self.register_outputs(
-                {
-                    **self.watched(watch),
-                    "durableFunctionArn": self.durable_function_arn,
-                    "table": self.table.name,
-                }
-            )
-            return
+        # Each backend builds what runs the workflow over the same checkpoint table, and
+        # says what to watch and output: one method each, one signature (Build).
+        builds: dict[Backend, Build] = {
+            Backend.STEP_FUNCTIONS: self._state_machine,
+            Backend.DURABLE_FUNCTION: self._durable,
+        }
+        outputs = builds[args.backend](name, args, watch)
+        watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
+        watch.counts("Steps", ["StepsRun", "StepsSkipped"])
+        self.register_outputs({**self.watched(watch), "table": self.table.name, **outputs})
+
+    def _state_machine(
+        self, name: str, args: ResumableWorkflowArgs, watch: Watch
+    ) -> dict[str, pulumi.Output[str]]:
+        """The workflow as a state machine (components/resumable_asl.py) and its checkpoint
+        function."""
         day = 24 * 3600
         checkpoint = handler_function(
             f"{name}-checkpoint",
@@ -270,22 +279,14 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
         )
         # A failed run is a failed execution (its step's error, KeyInProgress, LeaseLost).
         watch.failed_executions(self.state_machine.arn, RUNS_FAILED)
-        self._watch_counts(watch)
-        self.register_outputs(
-            {
-                **self.watched(watch),
-                "stateMachineArn": self.state_machine.arn,
-                "table": self.table.name,
-                "checkpointFunction": self.checkpoint_function.name,
-            }
-        )
+        return {
+            "stateMachineArn": self.state_machine.arn,
+            "checkpointFunction": self.checkpoint_function.name,
+        }
 
-    @staticmethod
-    def _watch_counts(watch: Watch) -> None:
-        watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
-        watch.counts("Steps", ["StepsRun", "StepsSkipped"])
-
-    def _durable(self, name: str, args: ResumableWorkflowArgs) -> None:
+    def _durable(
+        self, name: str, args: ResumableWorkflowArgs, watch: Watch
+    ) -> dict[str, pulumi.Output[str]]:
         """The workflow as a durable function (handlers/resumable_durable.py)."""
         day = 24 * 3600
         arns = [pulumi.Output.from_input(step.function) for step in args.steps]
@@ -344,3 +345,5 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        watch.alarm("runs-failed", watch.own("RunsFailed"), RUNS_FAILED)
+        return {"durableFunctionArn": self.durable_function_arn}

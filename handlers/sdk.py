@@ -14,8 +14,8 @@ NEWER: dict[str, tuple[str, str]] = {
     # service.Operation[.Parameter]: (first botocore with it, what happens before it)
     "lambda.Invoke.DurableExecutionName": (
         "1.42.1",
-        "packaged: the durable starter carries boto3>=1.42.1 (components/functions.py "
-        "DURABLE_API_SDK) and names an older one at cold start (handlers/starter.py)",
+        "packaged: the durable starter carries boto3>=1.42.1 (handlers/backends.py "
+        "DURABLE_API_SDK) and names an older one at cold start",
     ),
     "lambda.ListDurableExecutionsByFunction": ("1.42.1", "packaged, as Invoke's name"),
     "lambda.GetDurableExecution": (
