@@ -27,15 +27,12 @@ from exactly_once.components.monitoring import (
 )
 from exactly_once.components.roles import IamStatement, RoleOptions, with_role_options
 from exactly_once.components.tables import key_table
-from exactly_once.handlers.etl import LOCKING, EtlSettings, Strategy, TransformSettings
+from exactly_once.handlers.etl import STRATEGY_OF, EtlSettings, Strategy, TransformSettings
 from exactly_once.handlers.runtime import LogLevel
 from exactly_once.handlers.s3_publish import MIN_PART_SIZE
 from exactly_once.handlers.settings import choice, encode
 
-POWERTOOLS = ("aws-lambda-powertools>=3.0,<4",)
-# conditional-write needs no SDK of its own: on a runtime whose botocore predates S3's
-# IfNoneMatch, handlers/s3_publish.py sends the header itself.
-REQUIREMENTS: dict[str, tuple[str, ...]] = {"powertools": POWERTOOLS}
+POWERTOOLS = STRATEGY_OF[Strategy.POWERTOOLS].requirements
 
 
 class Architecture(enum.StrEnum):
@@ -250,11 +247,10 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
         # with 403 AccessDenied to anyone else (API_GetObject, "Permissions"). The handler
         # needs the 404: on the input, so a vanished version is dead-lettered with its
         # reason instead of retried as a denial; on the output where it looks for a
-        # published output (conditional-write and deterministic: HEAD needs s3:GetObject).
-        listed, read_out = [input_arn], False
-        if args.strategy in (Strategy.DETERMINISTIC, Strategy.CONDITIONAL_WRITE):
-            listed.append(output_arn)
-            read_out = True
+        # published output (a strategy that `reads_output`: HEAD needs s3:GetObject).
+        strategy = STRATEGY_OF[args.strategy]  # what it needs, whichever it is
+        read_out = strategy.reads_output
+        listed = [input_arn, output_arn] if read_out else [input_arn]
         # Outputs are PUT (or multipart-uploaded: s3:PutObject covers the upload's create,
         # parts and completion) straight to their key, never staged, copied or deleted; a
         # failed multipart upload is aborted.
@@ -271,7 +267,7 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
         # Every strategy records a malformed input's FAILED record; only the lock-based
         # ones read, update and delete records.
         recorded = ["dynamodb:PutItem"]
-        if args.strategy in LOCKING:
+        if strategy.locking:
             recorded = ["dynamodb:GetItem", *recorded, "dynamodb:UpdateItem", "dynamodb:DeleteItem"]
         statements.append(allow(recorded, [self.control_table.arn]))
         transform = handler_function(
@@ -300,7 +296,7 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
             timeout=args.timeout,
             memory_size=args.memory_size,
             requirements=(
-                *REQUIREMENTS.get(args.strategy, ()),
+                *strategy.requirements,
                 *folder_requirements(args.transform_source),
                 *args.transform_requirements,
             ),

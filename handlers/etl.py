@@ -45,7 +45,7 @@ import time
 import typing
 import uuid
 from collections.abc import Callable, Iterable
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import (
@@ -75,7 +75,6 @@ class Strategy(enum.StrEnum):
 
 
 STRATEGIES: tuple[Strategy, ...] = tuple(Strategy)
-LOCKING: tuple[Strategy, ...] = (Strategy.CONTROL_RECORD, Strategy.POWERTOOLS)
 
 Transform = Callable[[IO[bytes], ObjectRef], Iterable[bytes]]
 """`transform(source, obj)`: the output's bytes, read from `source` (the object version
@@ -107,7 +106,7 @@ class EtlSettings(Settings):
             object.__setattr__(self, "strategy", choice(Strategy, self.strategy, "strategy"))
         except ValueError as exc:
             raise SettingsError(str(exc)) from None
-        if self.strategy in LOCKING and not self.control_table:
+        if STRATEGY_OF[self.strategy].locking and not self.control_table:
             raise SettingsError(f"the {self.strategy} strategy needs a control_table")
         if self.part_size < MIN_PART_SIZE:
             raise SettingsError(f"part_size must be at least {MIN_PART_SIZE} (S3's minimum)")
@@ -394,16 +393,85 @@ def process_deterministically(
     return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}
 
 
+# -- the strategies, behind one interface -----------------------------------------------
+class EtlStrategy:
+    """How a duplicate delivery is stopped: `process` publishes an object version's output
+    once (WRITTEN or DUPLICATE; raises Permanent for a bad input, anything else to be
+    retried), and the class says what the function needs for it, which the component
+    reads (components/etl.py) instead of asking which strategy it is. A fifth strategy is
+    a subclass in a module of its own, its name added to `Strategy`: defining it
+    registers it."""
+
+    name: ClassVar[Strategy]
+    locking: ClassVar[bool] = False
+    """It keeps a lock and a COMPLETE record per version in the control table (GetItem,
+    UpdateItem, DeleteItem on it, and the table is required)."""
+    reads_output: ClassVar[bool] = False
+    """It looks for a published output (HEAD: s3:GetObject, and s3:ListBucket for S3 to
+    answer 404 rather than 403)."""
+    requirements: ClassVar[tuple[str, ...]] = ()
+    """What the function's zip packages for it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        STRATEGY_OF[cls.name] = cls()
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+STRATEGY_OF: dict[Strategy, EtlStrategy] = {}
+
+
+class ConditionalWrite(EtlStrategy):
+    name = Strategy.CONDITIONAL_WRITE
+    reads_output = True
+    # No SDK of its own: on a runtime whose botocore predates S3's IfNoneMatch,
+    # handlers/s3_publish.py sends the header itself.
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        return process_conditionally(config, ref, transform)
+
+
+class Deterministic(EtlStrategy):
+    name = Strategy.DETERMINISTIC
+    reads_output = True
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        return process_deterministically(config, ref, transform)
+
+
+class ControlRecord(EtlStrategy):
+    name = Strategy.CONTROL_RECORD
+    locking = True
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        return process_with_control_record(config, ref, transform, context)
+
+
+class Powertools(EtlStrategy):
+    name = Strategy.POWERTOOLS
+    locking = True
+    requirements = ("aws-lambda-powertools>=3.0,<4",)
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        return process_with_powertools(config, ref, transform, context)
+
+
 def process(
     config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
 ) -> dict[str, Any]:
-    if config.strategy == "conditional-write":
-        return process_conditionally(config, ref, transform)
-    if config.strategy == "control-record":
-        return process_with_control_record(config, ref, transform, context)
-    if config.strategy == "powertools":
-        return process_with_powertools(config, ref, transform, context)
-    return process_deterministically(config, ref, transform)
+    return STRATEGY_OF[config.strategy].process(config, ref, transform, context)
 
 
 # -- entry points ----------------------------------------------------------------------

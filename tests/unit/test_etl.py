@@ -576,3 +576,25 @@ def test_a_broken_input_stream_resumes_where_it_stopped_on_the_same_version(
         del s3.get_object
     assert [r.get("Range") for r in requests] == [None, "bytes=3000000-"]
     assert {r["VersionId"] for r in requests} == {put["VersionId"]}
+
+
+def test_every_strategy_is_one_registered_class_and_process_asks_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert set(etl.STRATEGY_OF) == set(etl.Strategy)
+    assert all(isinstance(s, etl.EtlStrategy) for s in etl.STRATEGY_OF.values())
+    calls = []
+
+    class Recording(etl.EtlStrategy):  # defining it registers it (here: in place of one)
+        name = etl.Strategy.DETERMINISTIC
+
+        def process(self, config: Any, ref: Any, transform: Any, context: Any) -> dict[str, Any]:
+            calls.append(ref)
+            return {"status": etl.WRITTEN, "output": "s3://x/y"}
+
+    try:
+        config = etl.EtlSettings("out", strategy="deterministic")
+        assert etl.process(config, "ref", lambda s, o: [], None)["status"] == etl.WRITTEN  # type: ignore[arg-type]
+        assert calls == ["ref"]
+    finally:
+        etl.STRATEGY_OF[etl.Strategy.DETERMINISTIC] = etl.Deterministic()
