@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "examples" / "etl")]
 from etl_transforms.csv_jsonl import json_lines  # noqa: E402
 
 from exactly_once.handlers import etl, runtime  # noqa: E402
-from tests.events import notification  # noqa: E402
+from tooling.events import notification  # noqa: E402
 
 
 def peak_mb() -> float:

@@ -25,7 +25,7 @@ from typing import Any
 from exactly_once.components.etl import POWERTOOLS
 from exactly_once.components.functions import RUNTIME
 from exactly_once.components.lambda_asset import build_zip
-from tests.clients import (
+from tooling.clients import (
     client,
     eventually,
     executions,
@@ -37,7 +37,7 @@ from tests.clients import (
     quantiles,
     scheduler_live,
 )
-from tests.events import eventbridge
+from tooling.events import eventbridge
 
 HERE = Path(__file__).resolve().parent
 TRUST = {

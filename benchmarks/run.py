@@ -32,7 +32,7 @@ from moto import mock_aws  # noqa: E402
 
 from exactly_once.components import resumable_asl  # noqa: E402
 from exactly_once.handlers import runtime  # noqa: E402
-from tests.events import eventbridge  # noqa: E402
+from tooling.events import eventbridge  # noqa: E402
 
 CALLS: collections.Counter[str] = collections.Counter()
 
@@ -246,7 +246,7 @@ def etl_run(strategy: str, body: bytes, objects: int) -> float:
     from exactly_once.handlers import etl
     from exactly_once.handlers.s3_publish import publish
     from exactly_once.handlers.s3_read import open_version
-    from tests.events import notification
+    from tooling.events import notification
 
     with mock_aws():
         runtime.client.cache_clear()
@@ -304,7 +304,7 @@ def etl_redelivery(body: bytes, rounds: int = 3) -> dict[str, Any]:
     from etl_transforms.csv_jsonl import json_lines
 
     from exactly_once.handlers import etl
-    from tests.events import notification
+    from tooling.events import notification
 
     results: dict[str, Any] = {"input_mb": len(body) / 1e6}
     for strategy in etl.STRATEGIES:
@@ -371,7 +371,7 @@ def bench_etl_memory(megabytes: int = 200) -> dict[str, Any]:
     """Peak memory of the ETL transforming one `megabytes` input from LocalStack's S3, in a
     fresh process per way (benchmarks/etl_memory.py): streaming (ours) against reading the
     whole object and building the whole output in memory."""
-    from tests.clients import ENDPOINT, client
+    from tooling.clients import ENDPOINT, client
 
     s3 = client("s3")
     for bucket in ("bench-etl-in", "bench-etl-out"):
@@ -414,7 +414,7 @@ def bench_etl_memory(megabytes: int = 200) -> dict[str, Any]:
 def localstack_stack() -> dict[str, Any]:
     """The deployed `local` stack's outputs, or exit saying how to get them."""
     from deploy import outputs_path
-    from tests.clients import ENDPOINT
+    from tooling.clients import ENDPOINT
 
     path = outputs_path("local")
     if not path.exists():

@@ -20,8 +20,8 @@ from typing import Any
 
 from deploy import outputs_path
 from exactly_once.ops.checkpoints import Checkpoints
-from tests import events as s3
-from tests.clients import (
+from tooling import events as s3
+from tooling.clients import (
     ENDPOINT,
     api_executions,
     client,

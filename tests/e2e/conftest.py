@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from tests.clients import ENDPOINT
 from tests.e2e import iam
+from tooling.clients import ENDPOINT
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK_DEPLOYED: list[bool] = []  # set once the session deploys: then IAM's report counts
@@ -70,8 +70,8 @@ def stack() -> Iterator[dict[str, Any]]:
 
 @pytest.fixture(scope="session")
 def scheduler(stack: dict[str, Any]) -> dict[str, Any]:
-    """The scheduler, once its stream starter is live (see `tests.clients.scheduler_live`)."""
-    from tests.clients import scheduler_live
+    """The scheduler, once its stream starter is live (see `tooling.clients.scheduler_live`)."""
+    from tooling.clients import scheduler_live
 
     scheduler_live(stack["scheduler"])
     return stack["scheduler"]

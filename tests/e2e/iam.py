@@ -16,8 +16,8 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tests.clients import IAM_REPORT_URL, client
-from tests.clients import iam_report as report
+from tooling.clients import IAM_REPORT_URL, client
+from tooling.clients import iam_report as report
 
 
 @dataclasses.dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.clients import drain, eventually, executions, log_lines, steady
+from tooling.clients import drain, eventually, executions, log_lines, steady
 
 
 def retry_warning(out: dict[str, Any], tag: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from exactly_once.components.api_templates import execution_name
-from tests.clients import (
+from tooling.clients import (
     api_executions,
     client,
     eventually,

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests import events
-from tests.clients import (
+from tooling import events
+from tooling.clients import (
     client,
     drain,
     eventually,

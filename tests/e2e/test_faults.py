@@ -1,5 +1,5 @@
 """The reliability suite (marker `faults`): duplicate storms, throttles injected into
-LocalStack (`tests.clients.fault`) and a bad-input table per entry point.
+LocalStack (`tooling.clients.fault`) and a bad-input table per entry point.
 STORM_SIZE sets the storm (CI: 60; full size: STORM_SIZE=1000)."""
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from exactly_once.handlers import scheduler as scheduler_handlers
-from tests import events as s3
-from tests.clients import (
+from tests.e2e.retries import retry_warning, started_once_by_the_retry
+from tooling import events as s3
+from tooling.clients import (
     api_executions,
     client,
     drain,
@@ -33,7 +34,6 @@ from tests.clients import (
     states_entered,
     steady,
 )
-from tests.e2e.retries import retry_warning, started_once_by_the_retry
 
 pytestmark = pytest.mark.faults
 STORM = int(os.environ.get("STORM_SIZE", "60"))

@@ -19,8 +19,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from exactly_once.ops.checkpoints import Checkpoints
-from tests import events
-from tests.clients import (
+from tests.e2e import iam
+from tests.e2e.retries import retry_warning, started_once_by_the_retry
+from tooling import events
+from tooling.clients import (
     ENDPOINT,
     api_executions,
     client,
@@ -35,8 +37,6 @@ from tests.clients import (
     new_tag,
     steady,
 )
-from tests.e2e import iam
-from tests.e2e.retries import retry_warning, started_once_by_the_retry
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ from urllib.parse import unquote_plus
 import pytest
 from botocore.exceptions import ClientError
 
-from tests.clients import client, eventually, new_tag
+from tooling.clients import client, eventually, new_tag
 
 KEY = "dir/a b+c é%41:1.csv"  # space, plus, unicode, a literal %41, a colon
 

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from exactly_once.handlers.names import durable_execution_name
-from tests import events
-from tests.clients import (
+from tests.e2e.retries import retry_warning
+from tooling import events
+from tooling.clients import (
     client,
     drain,
     durable_runs,
@@ -26,7 +27,6 @@ from tests.clients import (
     new_tag,
     steady,
 )
-from tests.e2e.retries import retry_warning
 
 STORM = int(os.environ.get("STORM_SIZE", "60"))
 

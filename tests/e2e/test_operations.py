@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from exactly_once.ops.__main__ import main as ops
-from tests import events
-from tests.clients import ENDPOINT, client, eventually, executions, fault, new_tag
+from tooling import events
+from tooling.clients import ENDPOINT, client, eventually, executions, fault, new_tag
 
 COMPONENTS = ("nameDedup", "apiStarter", "scheduler", "resumable", "resumableDurable")
 ALARM_TIMEOUT = 240  # LocalStack evaluates a 60 s alarm every 60 s; SQS reports every 10 s

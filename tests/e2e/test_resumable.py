@@ -9,7 +9,7 @@ import pytest
 
 from exactly_once.components.resumable_asl import reference_transitions, transitions
 from exactly_once.ops.checkpoints import Checkpoints
-from tests.clients import ENDPOINT, client, eventually, new_tag, states_entered, step_calls
+from tooling.clients import ENDPOINT, client, eventually, new_tag, states_entered, step_calls
 
 
 @pytest.fixture

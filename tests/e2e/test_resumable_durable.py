@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from exactly_once.handlers.checkpoints import attribute
-from tests.clients import client, eventually, new_tag, step_calls
+from tooling.clients import client, eventually, new_tag, step_calls
 
 
 @pytest.fixture

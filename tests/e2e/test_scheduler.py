@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from exactly_once.handlers import scheduler as scheduler_handlers
-from tests.clients import (
+from tooling.clients import (
     client,
     eventually,
     executions,

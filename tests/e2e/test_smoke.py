@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.clients import client, eventually, executions, new_tag
+from tooling.clients import client, eventually, executions, new_tag
 
 
 def test_s3_put_reaches_step_functions_through_eventbridge_and_lambda(

@@ -23,8 +23,8 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 
 from exactly_once.handlers import etl, executions, names, runtime, starter
-from tests import events
 from tests.explore.faults import Clock, Injector, SandboxDied, around, lambda_async
+from tooling import events
 
 ARN = "arn:aws:{}:us-east-1:123456789012:{}"
 WAIT = {"StartAt": "W", "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}}}

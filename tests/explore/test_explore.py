@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.handlers import executions
+from exactly_once.handlers import backends, executions
 from tests.explore import explorer, scenarios
 from tests.explore.faults import Fault, Injector, schedules
 
@@ -42,7 +42,7 @@ def test_the_explorer_finds_a_planted_defect(monkeypatch: pytest.MonkeyPatch) ->
         except executions.ClientError:
             return executions.Outcome(executions.DUPLICATE, "?", "?", 0)
 
-    monkeypatch.setattr(scenarios.starter, "start_once", careless)
+    monkeypatch.setattr(backends, "start_once", careless)  # the Step Functions backend's
     report = explorer.explore(scenarios.StarterSteps(), count=0)
     # THEN the error at the start is found: a DUPLICATE answered for a start that never was
     assert any("[error@" in v and "never ran" in v for v in report.violations), report.violations

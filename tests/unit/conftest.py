@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 
 from exactly_once.handlers import runtime, starter
-from tests import events
+from tooling import events
 
 REGION = "us-east-1"
 FAIL_DEFINITION = {"StartAt": "F", "States": {"F": {"Type": "Fail", "Error": "Boom"}}}

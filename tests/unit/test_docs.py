@@ -13,8 +13,8 @@ from moto import mock_aws
 
 from exactly_once.handlers import runtime
 from exactly_once.handlers.s3_events import ObjectRef
-from tests import events
 from tests.unit.pulumi_harness import ROOT, run
+from tooling import events
 
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 SAMPLES = [

@@ -20,7 +20,7 @@ from exactly_once.handlers.errors import BadEvent, BadInput
 from exactly_once.handlers.s3_events import object_refs
 from exactly_once.handlers.s3_publish import MIN_PART_SIZE
 from exactly_once.handlers.settings import SettingsError
-from tests import events
+from tooling import events
 
 CSV = b"id,name,amount\n1,alpha,2.5\n"
 

@@ -152,7 +152,25 @@ def test_the_ops_cli_needs_no_repository_tooling() -> None:
         for node in ast.walk(ast.parse(Path(cli.__file__).read_text()))
         if isinstance(node, ast.ImportFrom) and node.module
     }
-    assert "deploy" not in imported
+    assert not {"deploy", "tooling", "tests"} & imported
+
+
+def test_the_demo_and_the_benchmarks_import_no_tests() -> None:
+    """They share the repository's tooling (tooling/), never the test suite's modules."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    for path in [*root.glob("demo/**/*.py"), *root.glob("benchmarks/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            assert not any(n == "tests" or n.startswith("tests.") for n in names), path
 
 
 def test_a_redrive_is_refused_once_another_run_took_the_key_over_or_completed_it(
