@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import pulumi_aws as aws
 
-from exactly_once.components.functions import allow, lambda_code, service_role
+from exactly_once.components.functions import DURABLE_RUNTIME, allow, lambda_code, service_role
 from exactly_once.components.tables import key_table
 
 SDK = "aws-durable-execution-sdk-python==3.0.0"
@@ -55,10 +55,14 @@ class DemoDurableFunction(pulumi.ComponentResource):
         self.function = aws.lambda_.Function(
             name,
             name=name,
-            runtime="python3.13",
+            runtime=DURABLE_RUNTIME,
             handler="durable_demo.handler",
             role=role.arn,
-            code=lambda_code((SDK,), (str(Path(__file__).parent / "durable_functions"),)),
+            code=lambda_code(
+                (SDK,),
+                (str(Path(__file__).parent / "durable_functions"),),
+                python_version=DURABLE_RUNTIME.removeprefix("python"),  # its wheels' Python
+            ),
             timeout=30,
             environment=aws.lambda_.FunctionEnvironmentArgs(
                 variables={"RUNS_TABLE": self.runs_table.name}
