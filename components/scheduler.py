@@ -616,7 +616,8 @@ class Scheduler(Watched, pulumi.ComponentResource):
     def _rest_api(
         self, name: str, args: SchedulerArgs, function: aws.lambda_.Function
     ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-        """POST /messages, GET and DELETE /messages/{id}, behind an API key; (url, key)."""
+        """POST /messages and /messages:batch, GET and DELETE /messages/{id}, behind an
+        API key; (url, key)."""
         child = pulumi.ResourceOptions(parent=self)
         api = aws.apigateway.RestApi(
             f"{name}-api", description="Register scheduled messages", opts=child
@@ -635,11 +636,21 @@ class Scheduler(Watched, pulumi.ComponentResource):
             path_part="{id}",
             opts=child,
         )
+        # POST /messages:batch: a sibling of /messages (a custom method, as Google's API
+        # design names one), so no message id is ever taken for it.
+        batch = aws.apigateway.Resource(
+            f"{name}-batch-resource",
+            rest_api=api.id,
+            parent_id=api.root_resource_id,
+            path_part="messages:batch",
+            opts=child,
+        )
         pieces: list[pulumi.Resource] = []
         for label, resource, verb in (
             ("post", messages, "POST"),
             ("get", one, "GET"),
             ("delete", one, "DELETE"),
+            ("batch", batch, "POST"),
         ):
             method = aws.apigateway.Method(
                 f"{name}-{label}",

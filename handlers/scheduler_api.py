@@ -2,6 +2,10 @@
 
     POST   /messages        {publishTime, channel, parameters}  -> 201 {id, status}
                             (Idempotency-Key header: a retry returns the same message, 200)
+    POST   /messages:batch  {entries: [{id, idempotencyKey, publishTime, channel,
+                            parameters}], 1 to 100}  -> 200 {successful: [{id, created,
+                            message}], failed: [{id, code, message, senderFault}]}, as SQS's
+                            batch calls answer: each entry on its own, by its own key
     GET    /messages/{id}   -> 200 the message | 404
     DELETE /messages/{id}   -> 200 cancelled | 404 | 409 already firing or done
 Bad input -> 400 {"message": <why>}; nothing is stored. A publish time is judged against
@@ -12,10 +16,12 @@ is accepted and fired at once (`lateOnArrival` in the message).
 from __future__ import annotations
 
 import json
+import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from exactly_once.handlers import metrics, scheduler
-from exactly_once.handlers.errors import BadEvent, Conflict, NotFound
+from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.runtime import log
 
 
@@ -41,6 +47,82 @@ def received_at(event: dict[str, Any]) -> float | None:
 
 
 PATTERN = "scheduler"
+BATCH = "/messages:batch"
+MAX_ENTRIES = 100  # as SQS's batch calls take 10, and API Gateway's 10 MB body allows
+ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+PARALLEL = 10  # entries registered at once (each one PutItem, and a start if due soon)
+
+
+def _body(event: dict[str, Any]) -> Any:
+    try:
+        return json.loads(event.get("body") or "")
+    except json.JSONDecodeError as exc:
+        raise BadEvent(f"the body is not JSON: {exc.msg}") from None
+
+
+def register_batch(
+    config: scheduler.SchedulerSettings, body: Any, received: float | None, context: Any
+) -> dict[str, Any]:
+    """Register up to 100 messages, each by its own Idempotency-Key, each answered on its
+    own: a retried batch, or a key twice in one batch, returns the message the key first
+    registered (created: false), never a second one. A malformed batch is a 400 with
+    nothing stored; a bad entry fails alone (senderFault: true); an AWS error an entry
+    met fails it with senderFault: false, for the caller to retry that entry."""
+    entries = body.get("entries") if isinstance(body, dict) else None
+    if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_ENTRIES:
+        raise BadEvent(f'the body must be {{"entries": [...]}} with 1 to {MAX_ENTRIES} entries')
+    ids = [entry.get("id") if isinstance(entry, dict) else None for entry in entries]
+    bad = [i for i in ids if not isinstance(i, str) or not ENTRY_ID.match(i)]
+    if bad:
+        raise BadEvent(f"every entry needs an id of 1 to 80 letters, digits, - or _: {bad[:3]}")
+    if len(set(ids)) != len(ids):
+        raise BadEvent("entry ids must be distinct within a batch")
+    keys = [entry.get("idempotencyKey") for entry in entries]
+    if not all(isinstance(key, str) and key for key in keys):
+        raise BadEvent("every entry needs its own idempotencyKey (a retried batch is safe)")
+
+    def one(entry: dict[str, Any]) -> dict[str, Any]:
+        fields = {k: v for k, v in entry.items() if k not in ("id", "idempotencyKey")}
+        try:
+            message, created = scheduler.register(
+                config, fields, entry["idempotencyKey"], context=context, received=received
+            )
+        except BadEvent as exc:
+            return _failed(entry["id"], "InvalidMessage", str(exc), sender=True)
+        except Conflict as exc:
+            return _failed(entry["id"], "IdempotencyKeyConflict", str(exc), sender=True)
+        except ClientError as exc:
+            return _failed(entry["id"], aws_code(exc), "retry this entry", sender=False)
+        return {"id": entry["id"], "created": created, "message": public(message)}
+
+    # Entries sharing a key go in batch order (the first one's content is the message, a
+    # later different one a conflict); different keys go side by side.
+    by_key: dict[str, list[int]] = {}
+    for index, key in enumerate(keys):
+        by_key.setdefault(key, []).append(index)
+    answers: list[dict[str, Any]] = [{} for _ in entries]
+
+    def in_order(indexes: list[int]) -> None:
+        for index in indexes:
+            answers[index] = one(entries[index])
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        list(pool.map(in_order, by_key.values()))
+    successful = [a for a in answers if "code" not in a]
+    failed = [a for a in answers if "code" in a]
+    created = sum(1 for a in successful if a["created"])
+    log("INFO", "batch registered", entries=len(entries), created=created, failed=len(failed))
+    metrics.emit(
+        PATTERN,
+        Registered=created,
+        DuplicateSuppressed=len(successful) - created,
+        Rejected=sum(1 for f in failed if f["senderFault"]),
+    )
+    return {"successful": successful, "failed": failed}
+
+
+def _failed(entry_id: str, code: str, message: str, sender: bool) -> dict[str, Any]:
+    return {"id": entry_id, "code": code, "message": message, "senderFault": sender}
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -54,14 +136,12 @@ def serve(
     message_id = (event.get("pathParameters") or {}).get("id")
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
     try:
+        if method == "POST" and str(event.get("resource", "")).endswith(BATCH):
+            return respond(200, register_batch(config, _body(event), received_at(event), context))
         if method == "POST" and not message_id:
-            try:
-                body = json.loads(event.get("body") or "")
-            except json.JSONDecodeError as exc:
-                raise BadEvent(f"the body is not JSON: {exc.msg}") from None
             registered, created = scheduler.register(
                 config,
-                body,
+                _body(event),
                 headers.get("idempotency-key"),
                 context=context,
                 received=received_at(event),

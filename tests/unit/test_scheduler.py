@@ -193,6 +193,65 @@ def test_the_api_judges_by_api_gateways_request_time(config: SchedulerSettings) 
     assert "late_tolerance_seconds" in json.loads(refused["body"])["message"]
 
 
+def batch(entries: Any) -> dict[str, Any]:
+    return {
+        "httpMethod": "POST",
+        "resource": "/messages:batch",
+        "body": json.dumps({"entries": entries}),
+    }
+
+
+def test_a_batch_registers_each_entry_by_its_own_key_and_answers_each(
+    config: SchedulerSettings,
+) -> None:
+    due = time.time() + 3600
+    entries = [
+        {"id": "a", "idempotencyKey": "k-a", "publishTime": due, "channel": "demo"},
+        # the same key again in the batch: the first's message, not a second one
+        {"id": "a-again", "idempotencyKey": "k-a", "publishTime": due, "channel": "demo"},
+        {"id": "bad", "idempotencyKey": "k-bad", "publishTime": due, "channel": "nope"},
+        {"id": "b", "idempotencyKey": "k-b", "publishTime": due + 1, "channel": "demo"},
+        {"id": "clash", "idempotencyKey": "k-b", "publishTime": due + 9, "channel": "demo"},
+    ]
+    answer = scheduler_api.serve(batch(entries), config)
+    assert answer["statusCode"] == 200, answer
+    body = json.loads(answer["body"])
+    ok = {s["id"]: s for s in body["successful"]}
+    failed = {f["id"]: f for f in body["failed"]}
+    assert set(ok) == {"a", "a-again", "b"} and set(failed) == {"bad", "clash"}
+    assert ok["a"]["message"]["id"] == ok["a-again"]["message"]["id"]
+    assert (ok["a"]["created"], ok["a-again"]["created"]) == (True, False)  # batch order
+    assert failed["bad"]["code"] == "InvalidMessage" and failed["bad"]["senderFault"]
+    assert "unknown channel" in failed["bad"]["message"]
+    assert failed["clash"]["code"] == "IdempotencyKeyConflict"
+    # WHEN the whole batch is retried (a lost answer): the same messages, nothing new
+    again = json.loads(scheduler_api.serve(batch(entries), config)["body"])
+    assert {s["id"]: (s["message"]["id"], s["created"]) for s in again["successful"]} == {
+        i: (s["message"]["id"], False) for i, s in ok.items()
+    }
+    stored = runtime.client("dynamodb").scan(TableName=config.table)["Items"]
+    assert len([i for i in stored if i["pk"]["S"].startswith("MESSAGE#")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("entries", "reason"),
+    [
+        ([], "1 to 100 entries"),
+        ([{"id": str(n), "idempotencyKey": str(n)} for n in range(101)], "1 to 100 entries"),
+        ([{"id": "a b", "idempotencyKey": "k"}], "an id of 1 to 80"),
+        ([{"id": "a", "idempotencyKey": "k"}, {"id": "a", "idempotencyKey": "j"}], "distinct"),
+        ([{"id": "a"}], "its own idempotencyKey"),
+    ],
+)
+def test_a_malformed_batch_is_a_400_and_stores_nothing(
+    config: SchedulerSettings, entries: Any, reason: str
+) -> None:
+    answer = scheduler_api.serve(batch(entries), config)
+    assert answer["statusCode"] == 400 and reason in json.loads(answer["body"])["message"]
+    stored = runtime.client("dynamodb").scan(TableName=config.table)["Items"]
+    assert not [i for i in stored if i["pk"]["S"].startswith("MESSAGE#")]
+
+
 def test_status_changes_are_conditional(config: SchedulerSettings) -> None:
     message, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
     assert scheduler.transition(config, message["id"], ("RESERVED",), "STANDBY") is True
