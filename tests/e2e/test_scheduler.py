@@ -112,6 +112,56 @@ def test_the_same_idempotency_key_registers_and_fires_once(scheduler: dict[str, 
     assert steady(lambda: fired(scheduler, first[1]["id"])["fires"], seconds=2) == 1
 
 
+def test_a_batch_registers_each_message_once_through_a_duplicate_and_a_retry(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN a batch of 20 messages due soon, one key twice in it (the same message) and one
+    # entry with an unknown channel
+    tag = new_tag()
+    publish = time.time() + LEAD + 6
+    entries = [
+        {
+            "id": f"e{i}",
+            "idempotencyKey": f"{tag}-{i}",
+            "publishTime": publish + (i % 4) * 0.25,
+            "channel": "demo",
+            "parameters": {"i": i},
+        }
+        for i in range(20)
+    ]
+    entries.append({**entries[3], "id": "e3-again"})
+    entries.append({**entries[0], "id": "bad", "idempotencyKey": f"{tag}-bad", "channel": "x"})
+    url = scheduler["url"] + ":batch"
+    headers = {"x-api-key": scheduler["apiKey"]}
+    status, first = http("POST", url, {"entries": entries}, headers)
+    answered = time.time()
+    assert status == 200, first
+    ok = {s["id"]: s for s in first["successful"]}
+    assert len(ok) == 21 and [f["id"] for f in first["failed"]] == ["bad"]
+    assert first["failed"][0]["senderFault"] is True
+    assert ok["e3"]["message"]["id"] == ok["e3-again"]["message"]["id"]
+    assert (ok["e3"]["created"], ok["e3-again"]["created"]) == (True, False)
+    # WHEN the whole batch is sent again (its answer lost)
+    status, again = http("POST", url, {"entries": entries}, headers)
+    assert status == 200
+    assert {s["id"]: s["message"]["id"] for s in again["successful"]} == {
+        i: s["message"]["id"] for i, s in ok.items()
+    }
+    assert not any(s["created"] for s in again["successful"])
+    # THEN each of the 20 messages fires exactly once, never early
+    ids = {s["message"]["id"] for s in ok.values()}
+    assert len(ids) == 20
+    table = scheduler["firesTables"]["demo"]
+    records = eventually(
+        lambda: len(found := fire_records(table, ids)) == 20 and found,
+        timeout=max(publish - time.time(), 0) + BREAKAGE_SECONDS + 60,
+        interval=2,
+    )
+    assert steady(lambda: [r["fires"] for r in fire_records(table, ids).values()]) == [1] * 20
+    assert lateness(records.values())["min"] >= 0, "a message fired before its time"
+    assert max(overdue(r, answered) for r in records.values()) < 240
+
+
 def test_a_redelivered_stream_record_starts_nothing_new(
     scheduler: dict[str, Any], stack: dict[str, Any]
 ) -> None:
