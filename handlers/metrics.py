@@ -8,6 +8,7 @@ the pattern, so a dashboard or alarm selects one component's metrics without a m
 per message. What each pattern may emit is `CATALOGUE`, the one list docs and tests read
 (docs/operations.md). A component sets `METRICS_NAMESPACE` and `METRICS_COMPONENT`; a
 function of your own that calls the library (`transform_once`) gets the defaults.
+`METRICS_DISABLED=1` writes none.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ def line(
 def emit(pattern: str, properties: Mapping[str, object] | None = None, /, **values: float) -> None:
     """Write one EMF line for this event's `values`. A count or size of 0 is left out:
     it tells a Sum nothing a missing datum does not (a gauge's 0 is kept)."""
+    if os.environ.get("METRICS_DISABLED", "").lower() in ("1", "true"):
+        return  # as POWERTOOLS_METRICS_DISABLED: tests and tools that run handlers in bulk
     present = {name: value for name, value in values.items() if value or name in GAUGES}
     if not present:
         return

@@ -153,6 +153,7 @@ def main(argv: Iterable[str] = sys.argv[1:]) -> int:
     root = Path(__file__).resolve().parents[2]
     sys.path[:0] = [str(root), str(root / "examples" / "etl")]  # the example transforms
     os.environ["LOG_LEVEL"] = "ERROR"  # a schedule's handlers log every call: keep quiet
+    os.environ["METRICS_DISABLED"] = "1"  # and write a metric line per event
     args = list(argv)
     explored = all_scenarios()
     count = -(-int(args[0]) // len(explored)) if args else 100  # per scenario, rounded up

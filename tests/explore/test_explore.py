@@ -20,6 +20,7 @@ COUNT = int(os.environ.get("EXPLORE_COUNT", "150"))
 @pytest.fixture(autouse=True)
 def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LOG_LEVEL", "ERROR")
+    monkeypatch.setenv("METRICS_DISABLED", "1")
 
 
 @pytest.mark.parametrize("scenario", explorer.all_scenarios(), ids=lambda s: s.name)

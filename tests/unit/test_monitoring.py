@@ -216,3 +216,8 @@ def test_no_role_may_put_metric_data(local: RecordingMocks) -> None:
             actions = statement["Action"]
             actions = [actions] if isinstance(actions, str) else actions
             assert not any(a.lower().startswith("cloudwatch:") for a in actions), statement
+
+
+def test_metrics_disabled_writes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("METRICS_DISABLED", "1")
+    assert emitted("etl", Written=1) == []
