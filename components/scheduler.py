@@ -616,7 +616,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
     def _rest_api(
         self, name: str, args: SchedulerArgs, function: aws.lambda_.Function
     ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-        """POST /messages and /messages:batch, GET and DELETE /messages/{id}, behind an
+        """POST /messages and /messages/batch, GET and DELETE /messages/{id}, behind an
         API key; (url, key)."""
         child = pulumi.ResourceOptions(parent=self)
         api = aws.apigateway.RestApi(
@@ -636,13 +636,14 @@ class Scheduler(Watched, pulumi.ComponentResource):
             path_part="{id}",
             opts=child,
         )
-        # POST /messages:batch: a sibling of /messages (a custom method, as Google's API
-        # design names one), so no message id is ever taken for it.
+        # POST /messages/batch: a literal beside {id}, which API Gateway matches first (no
+        # message id is "batch": ids are UUIDs or key hashes). Not /messages:batch: a REST
+        # API's path part takes letters, digits, ".", "_", "-" and braces only.
         batch = aws.apigateway.Resource(
             f"{name}-batch-resource",
             rest_api=api.id,
-            parent_id=api.root_resource_id,
-            path_part="messages:batch",
+            parent_id=messages.id,
+            path_part="batch",
             opts=child,
         )
         pieces: list[pulumi.Resource] = []

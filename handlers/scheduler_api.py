@@ -2,7 +2,7 @@
 
     POST   /messages        {publishTime, channel, parameters}  -> 201 {id, status}
                             (Idempotency-Key header: a retry returns the same message, 200)
-    POST   /messages:batch  {entries: [{id, idempotencyKey, publishTime, channel,
+    POST   /messages/batch  {entries: [{id, idempotencyKey, publishTime, channel,
                             parameters}], 1 to 100}  -> 200 {successful: [{id, created,
                             message}], failed: [{id, code, message, senderFault}]}, as SQS's
                             batch calls answer: each entry on its own, by its own key
@@ -47,7 +47,7 @@ def received_at(event: dict[str, Any]) -> float | None:
 
 
 PATTERN = "scheduler"
-BATCH = "/messages:batch"
+BATCH = "/messages/batch"
 MAX_ENTRIES = 100  # as SQS's batch calls take 10, and API Gateway's 10 MB body allows
 ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
 PARALLEL = 10  # entries registered at once (each one PutItem, and a start if due soon)

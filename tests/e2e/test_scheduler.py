@@ -131,7 +131,7 @@ def test_a_batch_registers_each_message_once_through_a_duplicate_and_a_retry(
     ]
     entries.append({**entries[3], "id": "e3-again"})
     entries.append({**entries[0], "id": "bad", "idempotencyKey": f"{tag}-bad", "channel": "x"})
-    url = scheduler["url"] + ":batch"
+    url = scheduler["url"] + "/batch"
     headers = {"x-api-key": scheduler["apiKey"]}
     status, first = http("POST", url, {"entries": entries}, headers)
     answered = time.time()

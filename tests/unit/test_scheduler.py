@@ -196,7 +196,7 @@ def test_the_api_judges_by_api_gateways_request_time(config: SchedulerSettings) 
 def batch(entries: Any) -> dict[str, Any]:
     return {
         "httpMethod": "POST",
-        "resource": "/messages:batch",
+        "resource": "/messages/batch",
         "body": json.dumps({"entries": entries}),
     }
 
