@@ -332,9 +332,9 @@ def watching(out: dict[str, Any]) -> None:
             f"https://console.aws.amazon.com/cloudwatch/home?region={region}"
             f"#dashboards/dashboard/{component['dashboardName']}"
         )
-        print(f"  {label:<18} {summary:<34} {link}")
+        print(f"  {label:<22} {summary:<12} {link}")
         for name in firing:
-            print(f"  {'':<18} ALARM: {name}")
+            print(f"  {'':<22} ALARM: {name}")
 
 
 def main(argv: list[str] | None = None) -> int:
