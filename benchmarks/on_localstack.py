@@ -7,6 +7,8 @@
 - scheduler_idle: 20 messages at whole and fractional times, 1.25 s apart, on an idle
   stack; scheduler: 200 messages registered through the API, all due in the same second.
   Lateness (the target's clock at the fire - publishTime) min / p50 / p99 / max.
+- scheduler_register: one client registering 1,000 messages, one POST each against
+  POST /messages/batch of 100 (halves alternating), messages per second.
 - scheduler_start: a near-term message's registration to its execution's start, started by
   the API itself (ours) vs by the DynamoDB stream alone (a STANDBY item written directly,
   as only the stream started them before), one at a time, interleaved.
@@ -327,8 +329,54 @@ def bench_scheduler_start(stack: dict[str, Any], messages: int = 20) -> dict[str
     }
 
 
+def bench_scheduler_register(stack: dict[str, Any], messages: int = 1000) -> dict[str, Any]:
+    """One client registering `messages` (due in a day: nothing fires), one POST
+    /messages each against POST /messages/batch of 100, alternating halves so both meet the
+    same machine; seconds and messages per second. Each message by its own key."""
+    out = stack["scheduler"]
+    headers = {"x-api-key": out["apiKey"]}
+    tag, due = new_tag(), time.time() + 86_400
+    half = messages // 2
+
+    def body(i: int) -> dict[str, Any]:
+        return {"publishTime": due + i, "channel": "demo", "parameters": {"i": i}}
+
+    def one_by_one(start: int, count: int) -> float:
+        began = time.perf_counter()
+        for i in range(start, start + count):
+            status, _ = http(
+                "POST", out["url"], body(i), {**headers, "Idempotency-Key": f"{tag}-{i}"}
+            )
+            assert status == 201, status
+        return time.perf_counter() - began
+
+    def batched(start: int, count: int) -> float:
+        began = time.perf_counter()
+        for first in range(start, start + count, 100):
+            entries = [
+                {"id": f"e{i}", "idempotencyKey": f"{tag}-{i}", **body(i)}
+                for i in range(first, min(first + 100, start + count))
+            ]
+            status, answer = http("POST", f"{out['url']}/batch", {"entries": entries}, headers)
+            assert status == 200 and not answer["failed"], answer
+        return time.perf_counter() - began
+
+    quarter = half // 2
+    single = one_by_one(0, quarter) + one_by_one(2 * quarter, quarter)
+    batch = batched(quarter, quarter) + batched(3 * quarter, quarter)
+    return {
+        "messages": 2 * half,
+        "single_s": single,
+        "batch_s": batch,
+        "single_per_s": half / single,
+        "batch_per_s": half / batch,
+        "ratio": batch / single,
+    }
+
+
 def run(stack: dict[str, Any]) -> dict[str, Any]:
     return {
+        "scheduler_register": bench_scheduler_register(stack),
         "scheduler_start": bench_scheduler_start(stack),
         "starter": bench_starters(stack),
         "scheduler_idle": bench_scheduler_idle(stack),

@@ -438,6 +438,10 @@ def main() -> None:
     elif sys.argv[1:] == ["etl-redelivery"]:  # in-process (moto) only
         results = json.loads(path.read_text())
         results["etl"]["redelivery"] = etl_redelivery(csv_rows(1_350_000))
+    elif sys.argv[1:] == ["scheduler-register"]:  # a deployed `local` stack
+        results = json.loads(path.read_text())
+        register = on_localstack.bench_scheduler_register(localstack_stack())
+        results["localstack"]["scheduler_register"] = register
     elif sys.argv[1:] == ["scheduler-start"]:  # a deployed `local` stack
         results = json.loads(path.read_text())
         start = on_localstack.bench_scheduler_start(localstack_stack())
@@ -539,6 +543,13 @@ def main() -> None:
         ],
         f"| scheduler on LocalStack, idle: fired once | {idle['ours']['fired_once']} | "
         f"{idle['wait_only']['fired_once']} | - |",
+        *[
+            f"| scheduler on LocalStack: registering {reg['messages']} messages from one client, "
+            f"messages/s | {reg['batch_per_s']:.0f} (POST /messages/batch, 100 each) | "
+            f"{reg['single_per_s']:.0f} (one POST each) | {reg['ratio']:.2f} (time) |"
+            for reg in [results["localstack"].get("scheduler_register")]
+            if reg
+        ],
         f"| scheduler on LocalStack: {sch['messages']} due in one second, fired once | {sch['fired_once']} | "
         f"{sch['messages']} messages | {sch['fired_once'] / sch['messages']:.2f} |",
         f"| scheduler on LocalStack: lateness min / p50 / p99 / max, s | {late['min']:.1f} / {late['p50']:.1f} / "
