@@ -486,7 +486,10 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
         elif status in (Status.DONE, Status.FAILED) and was == Status.FIRING:
             ended.append(image)
     for image in ended:
-        _ended_metrics(image)
+        try:
+            _ended_metrics(image)
+        except (KeyError, ValueError) as exc:  # a metric must never fail the batch
+            log("WARNING", "no metric for an ended message", error=repr(exc))
     return {"outcomes": outcomes}
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import collections
 import dataclasses
+import datetime
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -148,7 +149,7 @@ class DeadLetters:
             for record in page.get("Records", []):
                 if int(record["dynamodb"]["SequenceNumber"]) > last:
                     return records
-                records.append({**record, "eventSourceARN": info["streamArn"]})
+                records.append(_as_delivered(record, info["streamArn"]))
             if not page.get("Records"):
                 return records
             iterator = page.get("NextShardIterator")
@@ -211,6 +212,16 @@ class DeadLetters:
         self.seen.add(sent["MessageId"])
         self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=letter.receipt)
         return {**letter.summary(), "event": event, "reasons": reasons, "result": "failed-again"}
+
+
+def _as_delivered(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
+    """A GetRecords record as an event source mapping delivers it: the stream's ARN as
+    eventSourceARN, the creation time in epoch seconds (boto3 parses it to a datetime)."""
+    change = dict(record["dynamodb"])
+    created = change.get("ApproximateCreationDateTime")
+    if isinstance(created, datetime.datetime):
+        change["ApproximateCreationDateTime"] = int(created.timestamp())
+    return {**record, "dynamodb": change, "eventSourceARN": stream_arn}
 
 
 def _failure(function_error: str | None, text: str) -> str | None:

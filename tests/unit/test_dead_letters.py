@@ -147,3 +147,56 @@ def test_a_dry_run_lists_each_reason_and_moves_nothing(sqs: Any) -> None:
     assert [(m["reasons"], m["result"]) for m in report["messages"]] == [(["why"], "listed")]
     assert function.calls == []
     assert len(bodies(sqs, url)) == 1  # still there, visible again
+
+
+def test_a_stream_batch_is_read_back_from_the_stream_and_sent_as_the_batch_it_was(
+    sqs: Any,
+) -> None:
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    streams = boto3.client("dynamodbstreams", region_name="us-east-1")
+    table = ddb.create_table(
+        TableName="messages",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+        StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    )["TableDescription"]
+    for n in range(3):
+        ddb.put_item(TableName="messages", Item={"pk": {"S": f"m{n}"}, "status": {"S": "STANDBY"}})
+    arn = table["LatestStreamArn"]
+    [shard] = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    iterator = streams.get_shard_iterator(
+        StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="TRIM_HORIZON"
+    )["ShardIterator"]
+    records = streams.get_records(ShardIterator=iterator)["Records"]
+    # GIVEN the on-failure record of a batch of the first two (what Lambda sends the DLQ)
+    url = queue(sqs)
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody=json.dumps(
+            {
+                "requestContext": {"condition": "RetryAttemptsExhausted"},
+                "responseContext": {"functionError": "Unhandled"},
+                "DDBStreamBatchInfo": {
+                    "shardId": shard["ShardId"],
+                    "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
+                    "endSequenceNumber": records[1]["dynamodb"]["SequenceNumber"],
+                    "streamArn": arn,
+                    "batchSize": 2,
+                },
+            }
+        ),
+    )
+    function = Function(lambda event: {"outcomes": ["STARTED"] * len(event["Records"])})
+
+    def clients(service: str) -> Any:
+        return {"sqs": sqs, "lambda": function, "dynamodbstreams": streams}[service]
+
+    report = DeadLetters(url, "scheduler-starter", clients).redrive()
+    # THEN the starter got exactly those two records, in the form a mapping delivers them
+    [sent] = function.calls
+    assert [r["dynamodb"]["NewImage"]["pk"]["S"] for r in sent["Records"]] == ["m0", "m1"]
+    assert all(r["eventSourceARN"] == arn for r in sent["Records"])
+    assert report["counts"] == {"redriven": 1}
+    assert report["messages"][0]["reasons"] == ["RetryAttemptsExhausted Unhandled"]
+    assert bodies(sqs, url) == []

@@ -636,3 +636,16 @@ def test_a_claim_retried_after_its_answer_was_lost_goes_on_and_another_execution
     assert claim["Retry"][0] == {"ErrorEquals": [CONDITION_FAILED], "MaxAttempts": 0}
     assert claim["Retry"][-1]["ErrorEquals"] == ["States.ALL"]
     assert [c["Next"] for c in claim["Catch"]] == ["NotFired", "NotClaimed"]
+
+
+def test_an_ended_image_without_a_usable_time_costs_a_metric_never_the_batch(
+    config: SchedulerSettings,
+) -> None:
+    broken = {
+        "id": {"S": "m"},
+        "status": {"S": "DONE"},
+        "publish_at": {"N": "x"},
+        "fired_at": {"S": "not a time"},
+    }
+    record = {"dynamodb": {"NewImage": broken, "OldImage": {"status": {"S": "FIRING"}}}}
+    assert scheduler.start_records(config, {"Records": [record]}, None) == {"outcomes": []}
