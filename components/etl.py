@@ -27,7 +27,13 @@ from exactly_once.components.monitoring import (
 )
 from exactly_once.components.roles import IamStatement, RoleOptions, with_role_options
 from exactly_once.components.tables import key_table
-from exactly_once.handlers.etl import STRATEGY_OF, EtlSettings, Strategy, TransformSettings
+from exactly_once.handlers.etl import (
+    PATTERN,
+    STRATEGY_OF,
+    EtlSettings,
+    Strategy,
+    TransformSettings,
+)
 from exactly_once.handlers.runtime import LogLevel
 from exactly_once.handlers.s3_publish import MIN_PART_SIZE
 from exactly_once.handlers.settings import choice, encode
@@ -348,7 +354,7 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
                 opts=child,
             )
             invoke_from_rule(name, rule, self.function, self, self.dlq)
-        watch = Watch(name, "etl", args.monitoring, self)
+        watch = Watch(name, PATTERN, args.monitoring, self)
         watch.dead_letters(self.dlq)
         watch.alarm(
             "inputs-rejected",

@@ -120,6 +120,7 @@ class TransformSettings(Settings):
     """`package.module:function`, importable from the function's code."""
 
 
+PATTERN = "etl"  # its metrics' Pattern dimension (handlers/metrics.py)
 IN_PROGRESS, COMPLETE, FAILED = "IN_PROGRESS", "COMPLETE", "FAILED"
 WRITTEN, DUPLICATE, REJECTED = "WRITTEN", "DUPLICATE", "REJECTED"
 
@@ -485,7 +486,7 @@ def transform_once(
         refs = object_refs(event)
     except Permanent as exc:
         _reject(config, event, str(exc), exc, context)
-        metrics.emit("etl", Rejected=1)
+        metrics.emit(PATTERN, Rejected=1)
         return {"results": [{"status": REJECTED, "reason": str(exc)}]}
     results: list[dict[str, Any]] = []
     for ref in refs:
@@ -510,7 +511,7 @@ def transform_once(
         results.append({"object": ref.identity, **result})
     statuses = [result["status"] for result in results]
     metrics.emit(
-        "etl",
+        PATTERN,
         Written=statuses.count(WRITTEN),
         Duplicate=statuses.count(DUPLICATE),
         Rejected=statuses.count(REJECTED),

@@ -46,7 +46,7 @@ def received_at(event: dict[str, Any]) -> float | None:
     return None
 
 
-PATTERN = "scheduler"
+PATTERN = scheduler.PATTERN  # one pattern: the API, the sweep and the stream starter
 BATCH = "/messages/batch"
 MAX_ENTRIES = 100  # as SQS's batch calls take 10, and API Gateway's 10 MB body allows
 ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
