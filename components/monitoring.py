@@ -126,10 +126,15 @@ class Watch:
         )
         self.graph("Dead-letter queue depth", [(depth, "Maximum")])
 
-    def failed_executions(self, state_machine_arn: pulumi.Input[str], description: str) -> None:
+    def failed_executions(
+        self,
+        state_machine_arn: pulumi.Input[str],
+        description: str,
+        what: str = "executions",
+    ) -> None:
         metric = Metric("AWS/States", "ExecutionsFailed", {"StateMachineArn": state_machine_arn})
-        self.alarm("executions-failed", metric, description)
-        self.graph("Failed executions", [(metric, "Sum")])
+        self.alarm(f"{what}-failed", metric, description)
+        self.graph(f"Failed {what.replace('-', ' ')}", [(metric, "Sum")])
 
     # -- the dashboard --------------------------------------------------------------------
     def graph(self, title: str, lines: Sequence[tuple[Metric, str]]) -> None:

@@ -1,12 +1,16 @@
 """Pattern 3: the precise scheduler. Register messages by API; each fires once, at its time.
 
 POST /messages -> DynamoDB (RESERVED, or STANDBY when due within the window: then the
-    API starts its execution too, so a near-term message never waits for the stream)
+    API starts its clock too, so a near-term message never waits for the stream)
 sweep (EventBridge schedule) -> RESERVED due within the window -> STANDBY, and starts
     STANDBY ones due in the window that the stream never started (same name: no duplicate)
-stream (filtered to STANDBY) -> starter -> execution named by the message id:
+stream (filtered to STANDBY) -> starter -> the slot clock of the message's second,
+    `slot-<epoch>`, shared by every message due in that second:
+    Wait until LEAD_SECONDS before the second -> the slot function claims each message
+    (STANDBY -> FIRING), delivers it at its millisecond -> DONE, or FAILED with the error
+  or, for a message started too late to join its slot, its own execution, named by its id:
     Wait until a whole second just before publishTime -> Claim (STANDBY -> FIRING)
-    -> the clock function returns at publishTime -> the channel's Lambda
+    -> the clock function returns at publishTime -> the channel's target
     -> DONE, or FAILED with the error
 """
 
@@ -21,7 +25,12 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from exactly_once.components.asl import CONDITION_FAILED, DYNAMODB_RETRY, dynamodb_update
+from exactly_once.components.asl import (
+    CONDITION_FAILED,
+    DYNAMODB_RETRY,
+    LAMBDA_RETRY,
+    dynamodb_update,
+)
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
     allow,
@@ -47,12 +56,16 @@ from exactly_once.handlers.scheduler import (
     SchedulerSettings,
     Status,
 )
+from exactly_once.handlers.scheduler_slots import SlotSettings
 from exactly_once.handlers.settings import encode
 from exactly_once.handlers.targets import TargetKind, kind_of
 
 # The clock function sleeps the lead plus the second a Wait may end early; the rest is room
 # for its cold start and a slow host.
 CLOCK_TIMEOUT_SECONDS = LEAD_SECONDS + 8
+# The slot function delivers a second's messages, each retried as the waiting machine's
+# Fire step would, and a Lambda target may take up to 15 minutes: Lambda's longest.
+SLOT_TIMEOUT_SECONDS = 900
 # What the stream starter is given: STANDBY images (to start), and a FIRING message's
 # final image (its Fired, lateness or Failed metrics: no function of ours sees those).
 STREAM_FILTERS = (
@@ -289,6 +302,43 @@ def waiting_definition(
     }
 
 
+def slot_definition(slot_function_arn: str) -> dict[str, Any]:
+    """Wait -> Fire: one execution per second of publish times (handlers/scheduler_slots.py).
+    Two state transitions, whatever the number of messages. A failed Fire is retried (the
+    function finds its own claims: at least once to the target, with the message id, as
+    the waiting machine's Fire retries), but never after StatusNotRecorded (the
+    deliveries happened); a slot that fails for good leaves its unclaimed messages
+    STANDBY, and the sweep starts each on its own execution once overdue."""
+    return {
+        "Comment": "One second's messages: wait, claim, fire each once on time "
+        "(components/scheduler)",
+        "StartAt": "Wait",
+        "States": {
+            "Wait": {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Fire"},
+            "Fire": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {
+                    "FunctionName": slot_function_arn,
+                    "Payload": {"slot.$": "$.slot", "execution.$": "$$.Execution.Id"},
+                },
+                "ResultSelector": {"fired.$": "$.Payload"},
+                "Retry": [
+                    {"ErrorEquals": ["StatusNotRecorded"], "MaxAttempts": 0},
+                    LAMBDA_RETRY,
+                    {
+                        "ErrorEquals": ["States.ALL"],
+                        "IntervalSeconds": 1,
+                        "MaxAttempts": 2,
+                        "BackoffRate": 2,
+                    },
+                ],
+                "End": True,
+            },
+        },
+    }
+
+
 def _invoker_item(channel: str, target_arn: str) -> str:
     """The table item naming a channel's target Lambda."""
     return json.dumps({"pk": {"S": f"INVOKER#{channel}"}, "target_arn": {"S": target_arn}})
@@ -349,7 +399,9 @@ class Scheduler(Watched, pulumi.ComponentResource):
     table: aws.dynamodb.Table
     """Messages and channels."""
     state_machine: aws.sfn.StateMachine
-    """The waiting machine, one execution per message."""
+    """The waiting machine: one execution per message that came too late for its slot."""
+    slot_state_machine: aws.sfn.StateMachine
+    """The slot clock: one execution per second of publish times."""
     url: pulumi.Output[str]
     """The API: POST /messages, GET and DELETE /messages/{id}."""
     api_key: pulumi.Output[str]
@@ -362,6 +414,8 @@ class Scheduler(Watched, pulumi.ComponentResource):
     """Starts a STANDBY message's execution."""
     clock_function: aws.lambda_.Function
     """Returns at a message's publish time."""
+    slot_function: aws.lambda_.Function
+    """Fires a second's messages, each at its millisecond."""
 
     def __init__(
         self, name: str, args: SchedulerArgs, opts: pulumi.ResourceOptions | None = None
@@ -375,11 +429,13 @@ class Scheduler(Watched, pulumi.ComponentResource):
         targets = self._channels(name, args)
         self.clock_function = self._clock(name)
         self.state_machine = self._waiter(name, targets)
+        self.slot_function, self.slot_state_machine = self._slots(name, args, targets)
         environment = SchedulerSettings.environment(
             table=self.table.name,
             state_machine_arn=self.state_machine.arn,
             window_seconds=encode(args.window_minutes * 60),
             late_tolerance_seconds=encode(args.late_tolerance_seconds),
+            slot_machine_arn=self.slot_state_machine.arn,
         ) | metrics_environment(name, args.monitoring)
         self.dlq = dead_letter_queue(name, self)
         self.url, self.api_key = self._api(name, args, environment)
@@ -390,12 +446,14 @@ class Scheduler(Watched, pulumi.ComponentResource):
                 **self.watched(self._watch(name, args)),
                 "table": self.table.name,
                 "stateMachineArn": self.state_machine.arn,
+                "slotStateMachineArn": self.slot_state_machine.arn,
                 "url": self.url,
                 "apiKey": self.api_key,
                 "dlqUrl": self.dlq.url,
                 "sweepFunction": self.sweep_function.name,
                 "starterFunction": self.starter_function.name,
                 "clockFunction": self.clock_function.name,
+                "slotFunction": self.slot_function.name,
             }
         )
 
@@ -419,6 +477,13 @@ class Scheduler(Watched, pulumi.ComponentResource):
             self.state_machine.arn,
             "waiting executions failed (a target's failure, or a status that could not be "
             "written: the execution's history says which)",
+        )
+        watch.failed_executions(
+            self.slot_state_machine.arn,
+            "slot executions failed (the slot function kept failing, or a delivered "
+            "message's status could not be written: the execution's history says which; "
+            "unclaimed messages are restarted by the sweep)",
+            what="slot-executions",
         )
         watch.counts("Messages", ["Registered", "DuplicateSuppressed", "Rejected", "Cancelled"])
         watch.counts("Fired", ["Fired", "Late", "Failed", "Overdue"])
@@ -472,6 +537,52 @@ class Scheduler(Watched, pulumi.ComponentResource):
             parent=self,
         ).function
 
+    def _slots(
+        self, name: str, args: SchedulerArgs, targets: dict[str, pulumi.Output[str]]
+    ) -> tuple[aws.lambda_.Function, aws.sfn.StateMachine]:
+        """The slot clock: its function, which reads the status index, claims and records
+        messages, delivers to the channels' targets (each kind with its own action) and
+        invokes itself to fan out a large second; and its state machine, which may only
+        invoke that function."""
+        table = self.table
+
+        def grant(arn: pulumi.Output[str]) -> Any:  # a statement, once the ARN is known
+            return arn.apply(lambda a: allow([ACTIONS[kind_of(a, "a channel's target")]], [a]))
+
+        slot = handler_function(
+            f"{name}-slots",
+            handler="exactly_once.handlers.scheduler_slots.handler",
+            statements=[
+                allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
+                allow(["dynamodb:UpdateItem"], [table.arn]),
+                *[grant(arn) for arn in targets.values()],
+            ],
+            environment=SlotSettings.environment(table=table.name)
+            | metrics_environment(name, args.monitoring),
+            timeout=SLOT_TIMEOUT_SECONDS,
+            parent=self,
+        )
+        function = slot.function
+        # Its own ARN exists only once it does: a policy of its own, not in its role's first.
+        aws.iam.RolePolicy(
+            f"{name}-slots-fan-out",
+            role=slot.role.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [allow(["lambda:InvokeFunction"], [function.arn])],
+                }
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        machine = state_machine(
+            f"{name}-slot-clock",
+            function.arn.apply(lambda arn: json.dumps(slot_definition(arn))),
+            self,
+            [allow(["lambda:InvokeFunction"], [function.arn])],
+        )
+        return function, machine
+
     def _waiter(self, name: str, targets: dict[str, pulumi.Output[str]]) -> aws.sfn.StateMachine:
         """The waiting machine; its role may update the table, invoke the clock and
         deliver to the channels' targets, each kind with its own action."""
@@ -508,7 +619,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
         self, name: str, args: SchedulerArgs, environment: Mapping[str, pulumi.Input[str]]
     ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """The register API: its function and REST API; (url, api key)."""
-        table, machine = self.table, self.state_machine
+        table, machine, slots = self.table, self.state_machine, self.slot_state_machine
         function = handler_function(
             f"{name}-api",
             handler="exactly_once.handlers.scheduler_api.handler",
@@ -519,7 +630,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
                 ),
                 allow(["states:StopExecution"], [executions_of(machine.arn)]),
                 # A message due within the window is started at registration (no stream lag).
-                allow(["states:StartExecution"], [machine.arn]),
+                allow(["states:StartExecution"], [machine.arn, slots.arn]),
             ],
             environment=environment,
             parent=self,
@@ -530,7 +641,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
         self, name: str, args: SchedulerArgs, environment: Mapping[str, pulumi.Input[str]]
     ) -> aws.lambda_.Function:
         """Moves due RESERVED messages to STANDBY and starts STANDBY ones the stream missed."""
-        table, machine = self.table, self.state_machine
+        table, machine, slots = self.table, self.state_machine, self.slot_state_machine
         function = handler_function(
             f"{name}-sweep",
             handler="exactly_once.handlers.scheduler.sweep_handler",
@@ -540,7 +651,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
                 # STANDBY messages whose stream record never started them, stopped again
                 # should a cancel have come meanwhile; an overdue one's ended execution is
                 # described before its next attempt starts
-                allow(["states:StartExecution"], [machine.arn]),
+                allow(["states:StartExecution"], [machine.arn, slots.arn]),
                 allow(
                     ["states:DescribeExecution", "states:StopExecution"],
                     [executions_of(machine.arn)],
@@ -562,13 +673,14 @@ class Scheduler(Watched, pulumi.ComponentResource):
     def _stream_starter(
         self, name: str, environment: Mapping[str, pulumi.Input[str]]
     ) -> aws.lambda_.Function:
-        """Starts one waiting execution per STANDBY message, named by its id."""
+        """Starts the slot clock of each STANDBY message (or its own execution)."""
         table, machine, dlq = self.table, self.state_machine, self.dlq
+        slots = self.slot_state_machine
         starter = handler_function(
             f"{name}-starter",
             handler="exactly_once.handlers.scheduler.stream_handler",
             statements=[
-                allow(["states:StartExecution"], [machine.arn]),
+                allow(["states:StartExecution"], [machine.arn, slots.arn]),
                 # A start that raced a cancel reads the status and stops the execution.
                 allow(["dynamodb:GetItem"], [table.arn]),
                 allow(["states:StopExecution"], [executions_of(machine.arn)]),

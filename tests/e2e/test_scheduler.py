@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from exactly_once.handlers import scheduler as scheduler_handlers
+from exactly_once.handlers import scheduler_slots as slots
 from tooling.clients import (
     client,
     eventually,
@@ -165,12 +166,14 @@ def test_a_batch_registers_each_message_once_through_a_duplicate_and_a_retry(
 def test_a_redelivered_stream_record_starts_nothing_new(
     scheduler: dict[str, Any], stack: dict[str, Any]
 ) -> None:
-    # GIVEN a message whose execution the stream already started
+    # GIVEN a message whose slot clock the API and the stream already started
     # (due in 90 s, well inside the 2-minute window: it is cancelled long before its claim
     # however slow the machine)
-    status, created = post(scheduler, {"publishTime": time.time() + 90, "channel": "demo"})
+    publish = time.time() + 90
+    status, created = post(scheduler, {"publishTime": publish, "channel": "demo"})
     assert status == 201
-    eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]), timeout=60)
+    slot = f"slot-{math.floor(publish)}"
+    eventually(lambda: executions(scheduler["slotStateMachineArn"], slot), timeout=60)
     # WHEN the same STANDBY record is delivered to the starter again
     item = client("dynamodb").get_item(
         TableName=scheduler["table"], Key={"pk": {"S": f"MESSAGE#{created['id']}"}}
@@ -178,8 +181,10 @@ def test_a_redelivered_stream_record_starts_nothing_new(
     starter = scheduler["starterFunction"]
     record = {"eventName": "MODIFY", "dynamodb": {"NewImage": item}}
     assert invoke(starter, {"Records": [record]})["outcomes"] == ["DUPLICATE"]
-    # THEN one execution stands; cancel it so it never fires
-    assert len(executions(scheduler["stateMachineArn"], created["id"])) == 1
+    # THEN one slot execution stands, and the message has none of its own; cancel it so it
+    # never fires
+    assert len(executions(scheduler["slotStateMachineArn"], slot)) == 1
+    assert executions(scheduler["stateMachineArn"], created["id"]) == []
     http("DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]})
 
 
@@ -190,20 +195,24 @@ def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
     publish = time.time() + ahead
     status, created = post(scheduler, {"publishTime": publish, "channel": "demo"})
     assert status == 201
-    [execution] = eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
+    machine = scheduler["slotStateMachineArn"]
+    [execution] = eventually(lambda: executions(machine, f"slot-{math.floor(publish)}"))
     status, cancelled = http(
         "DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]}
     )
     assert (status, cancelled["status"]) == (200, "CANCELLED")
+    # THEN its slot wakes, finds nothing of it to fire, and ends
     sfn = client("stepfunctions")
     eventually(
         lambda: (
-            sfn.describe_execution(executionArn=execution["executionArn"])["status"] != "RUNNING"
-        )
+            sfn.describe_execution(executionArn=execution["executionArn"])["status"] == "SUCCEEDED"
+        ),
+        timeout=max(publish - time.time(), 0) + 60,
     )
     time.sleep(max(0.0, publish - time.time()) + 3)
     assert fired(scheduler, created["id"]) is None
-    # a second cancel is harmless; cancelling a fired message is a conflict
+    assert message(scheduler, created["id"])[1]["status"] == "CANCELLED"
+    # a second cancel is harmless
     assert (
         http(
             "DELETE",
@@ -432,15 +441,17 @@ def test_idle_messages_at_whole_and_fractional_times_fire_on_the_dot(
     print(json.dumps({"idle": 10, **late}))
     assert late["min"] >= 0, "a message fired before its time"
     assert max(overdue(r, answered[i]) for i, r in records.items()) < BREAKAGE_SECONDS, late
-    # each fired by the clock function, none by the fallback Wait
-    machine = scheduler["stateMachineArn"]
-    for message_id in answered:
-        [execution] = executions(machine, message_id)
+    # each fired by its second's slot clock (Wait, then the slot function), none by an
+    # execution of its own (unless its registration came too late to join its slot)
+    for message_id, record in records.items():
+        slot = math.floor(record["publish_time"])
+        if answered[message_id] >= slots.join_by(slot):
+            continue
+        assert executions(scheduler["stateMachineArn"], message_id) == [], message_id
+        [execution] = executions(scheduler["slotStateMachineArn"], f"slot-{slot}")
         arn = execution["executionArn"]
-        entered = eventually(lambda a=arn: (e := states_entered(a))[-1:] == ["MarkDone"] and e)
-        # (Fire chooses by kind here: the local stack has Lambda and SQS channels)
-        assert entered[:4] == ["Wait", "Claim", "OnTheDot", "Fire"], (message_id, entered)
-        assert "Late" not in entered, (message_id, entered)
+        entered = eventually(lambda a=arn: (e := states_entered(a))[-1:] == ["Fire"] and e)
+        assert entered == ["Wait", "Fire"], (slot, entered)
 
 
 def test_the_sweep_moves_due_reserved_messages_to_standby_and_they_start(
@@ -449,13 +460,156 @@ def test_the_sweep_moves_due_reserved_messages_to_standby_and_they_start(
     # GIVEN a message just beyond the 2-minute window: RESERVED, no execution
     status, created = post(scheduler, {"publishTime": time.time() + 123, "channel": "demo"})
     assert (status, created["status"]) == (201, "RESERVED")
-    assert executions(scheduler["stateMachineArn"], created["id"]) == []
+    slot = f"slot-{math.floor(created['publishTime'])}"
+    assert executions(scheduler["slotStateMachineArn"], slot) == []
     # WHEN it comes within the window and the sweep runs (as its schedule would)
     time.sleep(4)
     result = invoke(scheduler["sweepFunction"], {})
     # THEN it is STANDBY (moved by this sweep, or by the scheduled one just before it)
-    # and its execution is waiting; cancel it so it never fires
+    # and its slot's execution is waiting; cancel it so it never fires
     assert message(scheduler, created["id"])[1]["status"] == "STANDBY", result
-    eventually(lambda: executions(scheduler["stateMachineArn"], created["id"]))
+    eventually(lambda: executions(scheduler["slotStateMachineArn"], slot))
     headers = {"x-api-key": scheduler["apiKey"]}
     assert http("DELETE", f"{scheduler['url']}/{created['id']}", None, headers)[0] == 200
+
+
+# -- the slot clock: one execution per second of publish times ------------------------------
+def one_slot(scheduler: dict[str, Any], count: int, ahead: float) -> tuple[int, list[float]]:
+    """`count` publish times spread over one whole second `ahead` seconds or more from now."""
+    slot = math.ceil(time.time() + ahead)
+    return slot, [slot + (i * 0.997 / max(count - 1, 1)) for i in range(count)]
+
+
+def register_batch(scheduler: dict[str, Any], times: list[float]) -> dict[str, float]:
+    """id -> when its batch registration answered."""
+    tag = new_tag()
+    entries = [
+        {
+            "id": f"e{i}",
+            "idempotencyKey": f"{tag}-{i}",
+            "publishTime": t,
+            "channel": "demo",
+            "parameters": {"i": i},
+        }
+        for i, t in enumerate(times)
+    ]
+    status, answer = http(
+        "POST",
+        f"{scheduler['url']}/batch",
+        {"entries": entries},
+        {"x-api-key": scheduler["apiKey"]},
+    )
+    assert status == 200 and not answer["failed"], answer
+    at = time.time()
+    return {entry["message"]["id"]: at for entry in answer["successful"]}
+
+
+def test_messages_due_in_one_second_share_one_slot_execution_and_each_fires_once(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN 30 messages spread over one second 15 s ahead, registered in one batch
+    slot, times = one_slot(scheduler, 30, 15)
+    answered = register_batch(scheduler, times)
+    # THEN one slot execution fires them, and no message has an execution of its own
+    table = scheduler["firesTables"]["demo"]
+    records = eventually(
+        lambda: len(found := fire_records(table, answered)) == 30 and found,
+        timeout=max(slot - time.time(), 0) + BREAKAGE_SECONDS,
+        interval=1,
+    )
+    assert steady(lambda: [r["fires"] for r in fire_records(table, answered).values()]) == [1] * 30
+    late = lateness(records.values())
+    print(json.dumps({"slot": 30, **late}))
+    assert late["min"] >= 0, "a message fired before its time"
+    assert max(overdue(r, answered[i]) for i, r in records.items()) < BREAKAGE_SECONDS, late
+    [execution] = executions(scheduler["slotStateMachineArn"], f"slot-{slot}")
+    entered = eventually(
+        lambda: (e := states_entered(execution["executionArn"]))[-1:] == ["Fire"] and e
+    )
+    assert entered == ["Wait", "Fire"]
+    for message_id in answered:
+        assert executions(scheduler["stateMachineArn"], message_id) == []
+        assert eventually(lambda m=message_id: message(scheduler, m)[1]["status"] == "DONE")
+
+
+def test_a_slot_whose_clock_is_redelivered_fires_each_message_once(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN 20 messages in one second, and their slot execution waiting
+    slot, times = one_slot(scheduler, 20, 12)
+    answered = register_batch(scheduler, times)
+    machine = scheduler["slotStateMachineArn"]
+    [execution] = eventually(lambda: executions(machine, f"slot-{slot}"))
+    # WHEN the clock is delivered again: its start (a redelivered stream record) and a
+    # second clock running beside the first (the slot function invoked by another
+    # execution, as a retried or duplicated Fire would)
+    item = client("dynamodb").get_item(
+        TableName=scheduler["table"], Key={"pk": {"S": f"MESSAGE#{next(iter(answered))}"}}
+    )["Item"]
+    record = {"eventName": "MODIFY", "dynamodb": {"NewImage": item}}
+    assert invoke(scheduler["starterFunction"], {"Records": [record]})["outcomes"] == ["DUPLICATE"]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        twin = pool.submit(
+            invoke, scheduler["slotFunction"], {"slot": slot, "execution": "a-redelivered-clock"}
+        )
+        # THEN every message fires exactly once, never early: the twin and the execution
+        # split the slot between them by their claims
+        table = scheduler["firesTables"]["demo"]
+        records = eventually(
+            lambda: len(found := fire_records(table, answered)) == 20 and found,
+            timeout=max(slot - time.time(), 0) + BREAKAGE_SECONDS,
+            interval=1,
+        )
+        counts = twin.result(timeout=BREAKAGE_SECONDS)
+    assert steady(lambda: [r["fires"] for r in fire_records(table, answered).values()]) == [1] * 20
+    assert lateness(records.values())["min"] >= 0, "a message fired before its time"
+    assert counts.get("DONE", 0) + counts.get("skipped", 0) >= 20, counts  # read all 20
+    assert len(executions(machine, f"slot-{slot}")) == 1
+    assert eventually(
+        lambda: (
+            client("stepfunctions").describe_execution(executionArn=execution["executionArn"])[
+                "status"
+            ]
+            == "SUCCEEDED"
+        )
+    )
+    # AND a clock run again after the slot fired finds nothing left to fire
+    again = invoke(
+        scheduler["slotFunction"], {"slot": slot, "execution": execution["executionArn"]}
+    )
+    assert again.get("DONE", 0) == 0 and again.get("FAILED", 0) == 0, again
+    assert [r["fires"] for r in fire_records(table, answered).values()] == [1] * 20
+
+
+def test_a_message_cancelled_while_its_slot_is_firing(scheduler: dict[str, Any]) -> None:
+    # GIVEN 10 messages in one second, 14 s ahead
+    slot, times = one_slot(scheduler, 10, 14)
+    answered = register_batch(scheduler, times)
+    ids = sorted(
+        answered,
+        key=lambda i: client("dynamodb").get_item(
+            TableName=scheduler["table"], Key={"pk": {"S": f"MESSAGE#{i}"}}
+        )["Item"]["publish_at"]["N"],
+    )
+    headers = {"x-api-key": scheduler["apiKey"]}
+
+    def cancel(message_id: str) -> tuple[int, Any]:
+        return http("DELETE", f"{scheduler['url']}/{message_id}", None, headers)
+
+    # WHEN one is cancelled before the slot wakes: CANCELLED, and never fired
+    assert cancel(ids[4])[0] == 200
+    # AND the last one is cancelled once the slot is firing (its first message fired)
+    table = scheduler["firesTables"]["demo"]
+    eventually(lambda: fired(scheduler, ids[0]), timeout=max(slot - time.time(), 0) + 60)
+    status, answer = cancel(ids[-1])
+    # THEN that cancel is refused (the slot claimed it at its wake): it fires exactly once
+    assert status == 409 and ("FIRING" in answer["message"] or "DONE" in answer["message"]), answer
+    others = [i for i in ids if i != ids[4]]
+    records = eventually(
+        lambda: len(found := fire_records(table, others)) == 9 and found, timeout=60, interval=1
+    )
+    assert steady(lambda: [r["fires"] for r in fire_records(table, others).values()]) == [1] * 9
+    assert lateness(records.values())["min"] >= 0, "a message fired before its time"
+    # AND the cancelled one never fired and stays CANCELLED; the slot went on past it
+    assert fired(scheduler, ids[4]) is None
+    assert message(scheduler, ids[4])[1]["status"] == "CANCELLED"

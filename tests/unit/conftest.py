@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from exactly_once.handlers import runtime, starter
+from exactly_once.handlers import runtime, scheduler, scheduler_slots, starter
 from tooling import events
 
 REGION = "us-east-1"
@@ -31,6 +31,8 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     runtime.client.cache_clear()
+    scheduler_slots._client.cache_clear()
+    scheduler._STARTED_SLOTS.clear()
     starter.unusable.cache_clear()
     yield
     runtime.client.cache_clear()

@@ -1,0 +1,217 @@
+"""The scheduler against AWS's prices and quotas: cost per million messages by density, and
+the lateness of a burst of messages due in the same second, for the slot clock and for one
+execution per message. Every figure is a parameter (list prices, published default quotas,
+per-call latencies), and the per-message counts are the ones tests count
+(tests/unit/test_scheduler_slots.py: COUNTS; the e2e tests read the slot's Wait and Fire,
+the waiting machine's Wait, Claim, OnTheDot, Fire, MarkDone from execution histories).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+
+from exactly_once.handlers import scheduler_slots
+
+# -- prices (us-east-1 list prices, docs/cost.md) --------------------------------------------
+TRANSITION = 25.0  # $ per million STANDARD state transitions
+LAMBDA_REQUEST = 0.20  # $ per million invocations
+GB_SECOND = 16.6667  # $ per million GB-seconds
+WRITE_UNIT = 0.625  # $ per million DynamoDB on-demand write request units
+READ_UNIT = 0.125  # $ per million read request units
+API_REQUEST = 3.50  # $ per million REST API requests
+
+
+@dataclasses.dataclass(frozen=True)
+class Counts:
+    """What firing one message costs, by path (the units tests count)."""
+
+    transitions_per_execution: int
+    executions_per_message: float  # 1 per message; 1 per slot, shared by its messages
+    invocations_per_execution: int
+    seconds_per_invocation: float
+    memory_gb: float
+    write_units_per_message: int
+
+
+# A status write changes the status index's key: the table's write and the index's delete
+# and put (DynamoDB developer guide, "Provisioned throughput considerations for GSIs").
+STATUS_WRITE_UNITS = 3
+SLOT = Counts(
+    transitions_per_execution=2,  # Wait, Fire
+    executions_per_message=0,  # set per density: 1 / messages in the slot
+    invocations_per_execution=1,
+    # woken LEAD_SECONDS ahead, the slot's second, delivery and the status writes
+    seconds_per_invocation=scheduler_slots.LEAD_SECONDS + 1.2,
+    memory_gb=0.25,
+    write_units_per_message=2 * STATUS_WRITE_UNITS,  # the claim, DONE
+)
+PER_MESSAGE = Counts(
+    transitions_per_execution=5,  # Wait, Claim, OnTheDot, Fire, MarkDone
+    executions_per_message=1,
+    invocations_per_execution=1,  # the clock function, from the lead to the instant
+    seconds_per_invocation=3.0,
+    memory_gb=0.125,
+    write_units_per_message=2 * STATUS_WRITE_UNITS,  # Claim, MarkDone
+)
+# What every message costs whichever clock fires it: the stream starter's invocations for
+# its STANDBY and final images (up to 25 records each, 256 MB, ~60 ms: at most 2 x $0.41).
+STREAM_STARTER = 0.82
+REGISTRATION = {
+    # one POST: the request, the API function (256 MB, ~50 ms), PutItem (table + index)
+    "one POST each": API_REQUEST + LAMBDA_REQUEST + 0.25 * 0.05 * GB_SECOND + 2 * WRITE_UNIT,
+    # POST /messages/batch of 100: a hundredth of the request and invocation (~0.4 s)
+    "batches of 100": (API_REQUEST + LAMBDA_REQUEST + 0.25 * 0.4 * GB_SECOND) / 100
+    + 2 * WRITE_UNIT,
+}
+
+
+def firing_cost(counts: Counts, per_second: float, slot_seconds: float = 1.0) -> float:
+    """$ per million messages to fire them at `per_second` messages a second (spread
+    evenly: a slot holds per_second x slot_seconds of them, at least one)."""
+    executions = counts.executions_per_message or 1 / max(1.0, per_second * slot_seconds)
+    execution = counts.transitions_per_execution * TRANSITION + counts.invocations_per_execution * (
+        LAMBDA_REQUEST + counts.seconds_per_invocation * counts.memory_gb * GB_SECOND
+    )
+    return executions * execution + counts.write_units_per_message * WRITE_UNIT + STREAM_STARTER
+
+
+DENSITIES = {"1/min": 1 / 60, "1/s": 1.0, "10/s": 10.0, "100/s": 100.0}
+
+
+def cost_table() -> dict[str, dict[str, float]]:
+    """density -> path -> $ per million (firing; registration separately)."""
+    return {
+        name: {
+            "slot clock": firing_cost(SLOT, rate),
+            "per message": firing_cost(PER_MESSAGE, rate),
+        }
+        for name, rate in DENSITIES.items()
+    }
+
+
+# -- a burst: N messages due in the same second ---------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Quotas:
+    """Published defaults (no increase asked for), largest Regions; per account and Region
+    unless said. Step Functions developer guide, "Step Functions service quotas"; Lambda
+    developer guide, "Lambda quotas" and "Understanding Lambda function scaling"; DynamoDB
+    developer guide, "Service quotas", "Partitions and data distribution" and "Warm
+    throughput"."""
+
+    start_bucket: int = 1300  # StartExecution: bucket, refill per second
+    start_refill: float = 300
+    transition_bucket: int = 5000  # StateTransition (STANDARD): bucket, refill per second
+    transition_refill: float = 1500
+    lambda_concurrency: int = 1000  # concurrent executions, shared by every function
+    lambda_scaling: int = 1000  # new environments per function per 10 s
+    partition_writes: float = 1000  # write units per second per partition (table or index)
+    status_partitions: int = 1  # the status index's partitions one status value spans
+    table_writes: float = 4000  # a new on-demand table's warm write throughput, units/s
+
+
+@dataclasses.dataclass(frozen=True)
+class Latencies:
+    """Seconds per call, as a Lambda function in the same Region sees them."""
+
+    write: float = 0.008  # a DynamoDB UpdateItem
+    deliver: float = 0.030  # a warm target: its invoke and its own work
+    cold_start: float = 0.6  # a Python function's first invocation
+    read_page: float = 0.020  # a Query page (1 MB)
+
+
+def _token_times(requests: list[float], bucket: int, refill: float) -> list[float]:
+    """When each request (sorted times) gets a token from a bucket full at the start."""
+    tokens, last, granted = float(bucket), requests[0] if requests else 0.0, []
+    for at in requests:
+        at = max(at, last)
+        tokens = min(bucket, tokens + (at - last) * refill)
+        if tokens < 1:
+            at += (1 - tokens) / refill
+            tokens = 1.0
+        tokens -= 1
+        last = at
+        granted.append(at)
+    return granted
+
+
+def slot_burst(
+    n: int,
+    quotas: Quotas = Quotas(),
+    latency: Latencies = Latencies(),
+    chunk: int = scheduler_slots.CHUNK,
+    threads: int = scheduler_slots.THREADS,
+) -> list[float]:
+    """Lateness of each of `n` messages due in one second (spread evenly over it) fired by
+    one slot clock: woken LEAD_SECONDS ahead, the slot function (cold) reads the index,
+    fans out to ceil(n / chunk) workers (cold), which claim their share and deliver each
+    at its time with `threads` threads. Index writes are limited by its partitions, table
+    writes by its warm throughput."""
+    wake = -float(scheduler_slots.LEAD_SECONDS)
+    workers = max(1, math.ceil(n / chunk))
+    if workers + 1 > quotas.lambda_concurrency:
+        raise ValueError("more workers than the account's concurrency")
+    read = latency.read_page * max(1, math.ceil(n * 80 / 1_000_000))
+    # workers start after the slot function's cold start and read; their own cold start
+    # (a burst of more than lambda_scaling per 10 s waits for the next 10 s)
+    start = wake + latency.cold_start + read + latency.cold_start
+    start += 10.0 * ((workers - 1) // quotas.lambda_scaling)
+    share = math.ceil(n / workers)
+    # the claims: the slowest of the workers' threads, the index's and the table's rates
+    claim_rate = min(quotas.status_partitions * quotas.partition_writes, quotas.table_writes)
+    claimed = start + read + max(math.ceil(share / threads) * latency.write, n / claim_rate)
+    lateness = []
+    due = [i / n for i in range(n)]
+    for worker in range(workers):
+        mine = due[worker::workers]
+        free = [claimed] * threads
+        heapq.heapify(free)
+        for at in mine:
+            begin = max(at, heapq.heappop(free))
+            heapq.heappush(free, begin + latency.deliver + latency.write)
+            lateness.append(begin + latency.deliver - at)
+    return sorted(lateness)
+
+
+def per_message_burst(
+    n: int, quotas: Quotas = Quotas(), latency: Latencies = Latencies()
+) -> list[float]:
+    """Lateness of each of `n` messages due in one second, each on its own waiting
+    execution (started earlier): at its wake, Claim, OnTheDot (the clock function, up to
+    the account's concurrency; a throttled one fires by the fallback Wait a whole second
+    after), Fire and MarkDone, each a state transition from the shared bucket."""
+    wake = -float(scheduler_slots.LEAD_SECONDS)
+    # the first three transitions of every execution (Claim, OnTheDot, Fire) go through
+    # the bucket in rounds: every Claim first (all woke together), then every OnTheDot...
+    requests = sorted([wake + 0.0] * n + [wake + 0.01] * n + [wake + 0.02] * n)
+    granted = _token_times(requests, quotas.transition_bucket, quotas.transition_refill)
+    claim_rate = min(quotas.status_partitions * quotas.partition_writes, quotas.table_writes)
+    fire_times = granted[2 * n :]
+    lateness = []
+    for i, at in enumerate(fire_times):
+        due = i / n
+        claimed = wake + i / claim_rate
+        clocked = i < quotas.lambda_concurrency  # the rest are throttled: the fallback Wait
+        ready = max(due, claimed) if clocked else math.ceil(due) + 1.0
+        lateness.append(max(at, ready) + latency.deliver - due)
+    return sorted(lateness)
+
+
+def quantile(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def burst_table(n: int = 10_000) -> dict[str, dict[str, float]]:
+    """p50, p99 and max lateness, seconds, of a burst of `n`, per path and index layout."""
+    rows = {
+        "slot clock, status index as today (1 partition per status)": slot_burst(n),
+        "slot clock, status index written across 32 partitions": slot_burst(
+            n, Quotas(status_partitions=32, table_writes=40_000)
+        ),
+        "per message": per_message_burst(n),
+    }
+    return {
+        name: {"p50": quantile(v, 0.5), "p99": quantile(v, 0.99), "max": v[-1]}
+        for name, v in rows.items()
+    }

@@ -1,0 +1,380 @@
+"""The scheduler's slot clock: one waiting execution per second of publish times, not per message.
+
+Messages due in the same second share one STANDARD execution, named by that second
+(`slot-<epoch>`, so however many messages, stream records or sweeps start it, it starts
+once). It Waits until `LEAD_SECONDS` before the second, then invokes `handler` here,
+which reads the second's messages from the status index, claims each with the same
+conditional write as a message's own execution (STANDBY -> FIRING, `claimed_by` the
+slot's execution: a retried or duplicated clock fires nothing twice), delivers each at
+its own millisecond, and writes DONE or FAILED. A slot past `CHUNK` messages fans out
+to more invocations of this function, each taking the messages whose id falls in its
+shard. Per message that is two writes and no state transition; the slot's own two
+transitions are shared by every message of its second (docs/cost.md).
+
+A message joins its slot only if it is started before `join_by(slot)` (the slot then
+reads the index after the message was written, with `JOIN_MARGIN_SECONDS` for the
+index to catch up); later it takes its own execution, as before (handlers/scheduler.py:
+start). After its deliveries a slot reads the index once more and fires any message the
+first read missed.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import datetime as dt
+import functools
+import json
+import math
+import random
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from exactly_once.handlers.errors import ClientError, aws_code
+from exactly_once.handlers.runtime import log
+from exactly_once.handlers.settings import Settings
+from exactly_once.handlers.targets import FIFO, TargetKind, address, kind_of
+
+LEAD_SECONDS = 2  # the slot wakes this long before its second (as a message's execution)
+JOIN_MARGIN_SECONDS = 1  # the index's catch-up before the slot reads it
+CHUNK = 250  # messages one invocation takes; a larger slot fans out
+THREADS = 32  # concurrent claims and deliveries per invocation
+SLOT_PREFIX = "slot-"
+STATUS_INDEX = (
+    "by-status"  # handlers/scheduler.py's index (not imported: this cold start stays small)
+)
+# A delivery is retried as the waiting machine's Fire step retries it
+# (components/scheduler.py: THROTTLED_INVOKE, TARGET_FAILED).
+THROTTLE_CODES = frozenset(
+    {
+        "TooManyRequestsException",
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "ProvisionedThroughputExceededException",
+        "KMSThrottlingException",
+    }
+)
+THROTTLED_ATTEMPTS, FAILED_ATTEMPTS = 30, 3
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotSettings(Settings):
+    table: str
+
+
+class StatusNotRecorded(Exception):
+    """A delivered message's final status could not be written: it stays FIRING (the
+    sweep counts it overdue). Never retried by the slot's state machine: the deliveries
+    happened, and a retry would deliver them again."""
+
+
+def slot_of(publish_at: float) -> int:
+    return math.floor(publish_at)
+
+
+def join_by(slot: int) -> float:
+    """The latest time a message may be started into `slot`'s clock."""
+    return slot - LEAD_SECONDS - JOIN_MARGIN_SECONDS
+
+
+def slot_name(slot: int) -> str:
+    return f"{SLOT_PREFIX}{slot}"
+
+
+def _iso(epoch: float) -> str:
+    """As Step Functions writes `$$.State.EnteredTime`: UTC, milliseconds, Z."""
+    moment = dt.datetime.fromtimestamp(epoch, dt.UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def slot_input(slot: int) -> dict[str, Any]:
+    """A slot execution's input: its second, and when its Wait ends (whole seconds)."""
+    wake = dt.datetime.fromtimestamp(slot - LEAD_SECONDS, dt.UTC)
+    return {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+# -- clients -------------------------------------------------------------------------------
+@functools.cache
+def _client(service: str) -> Any:
+    """Clients sized for this function's threads. A delivery's retries are ours (the waiting
+    machine's semantics), and a Lambda target may run up to 15 minutes: the read timeout
+    must outlast it, or botocore would give up and retry a target that is still running."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        max_pool_connections=THREADS * 2,
+        read_timeout=900 if service == "lambda" else 60,
+        retries={"max_attempts": 1 if service != "dynamodb" else 5, "mode": "standard"},
+    )
+    return boto3.client(service, config=config)  # type: ignore[call-overload]
+
+
+# -- reading the slot ------------------------------------------------------------------------
+def shard_of(message_id: str, of: int) -> int:
+    """Which of `of` invocations takes a message (ids are UUIDs: their hex spreads evenly)."""
+    return int(message_id.replace("-", "")[:8], 16) % of
+
+
+def members(
+    table: str, slot: int, statuses: tuple[str, ...], shard: int = 0, of: int = 1
+) -> list[str]:
+    """Ids of the slot's messages in `statuses`, this shard's, by publish time."""
+    found: list[tuple[float, str]] = []
+    for status in statuses:
+        for item in _query(table, status, slot):
+            message_id = item["pk"]["S"].removeprefix("MESSAGE#")
+            if of == 1 or shard_of(message_id, of) == shard:
+                found.append((float(item["publish_at"]["N"]), message_id))
+    return [message_id for _, message_id in sorted(found)]
+
+
+def _query(table: str, status: str, slot: int) -> Iterator[dict[str, Any]]:
+    start: dict[str, Any] | None = None
+    while True:
+        query: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": STATUS_INDEX,
+            "KeyConditionExpression": "#s = :status AND publish_at BETWEEN :from AND :to",
+            "ExpressionAttributeNames": {"#s": "status"},
+            "ExpressionAttributeValues": {
+                ":status": {"S": status},
+                ":from": {"N": f"{slot}"},
+                ":to": {"N": f"{slot}.999"},  # publish times are stored to the millisecond
+            },
+        }
+        if start:
+            query["ExclusiveStartKey"] = start
+        page = _client("dynamodb").query(**query)
+        yield from page.get("Items", [])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return
+
+
+# -- claiming, delivering, recording ---------------------------------------------------------
+def _key(message_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"MESSAGE#{message_id}"}}
+
+
+def claim(table: str, message_id: str, me: str) -> dict[str, Any] | None:
+    """STANDBY -> FIRING for `me` (the slot's execution), or its own earlier claim (a retried
+    slot finds it); the message, or None when it was cancelled or claimed by another."""
+    try:
+        answer = _client("dynamodb").update_item(
+            TableName=table,
+            Key=_key(message_id),
+            UpdateExpression="SET #s = :firing, claimed_by = :me",
+            ConditionExpression="#s = :standby OR (#s = :firing AND claimed_by = :me)",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":firing": {"S": "FIRING"},
+                ":standby": {"S": "STANDBY"},
+                ":me": {"S": me},
+            },
+            ReturnValues="ALL_NEW",
+        )
+    except ClientError as exc:
+        if aws_code(exc) == "ConditionalCheckFailedException":
+            return None
+        raise
+    return dict(answer["Attributes"])
+
+
+class TargetFailed(Exception):
+    def __init__(self, error: str, cause: str) -> None:
+        super().__init__(f"{error}: {cause}")
+        self.error, self.cause = error, cause
+
+
+def delivery_of(item: dict[str, Any]) -> dict[str, Any]:
+    """What the target receives: as the waiting machine sends it (scheduler.execution_input)."""
+    delivery = {
+        "id": item["id"]["S"],
+        "channel": item["channel"]["S"],
+        "parameters": json.loads(item["parameters"]["S"]),
+        "publishTime": float(item["publish_at"]["N"]),
+    }
+    if "late_on_arrival" in item:
+        delivery["lateOnArrival"] = float(item["late_on_arrival"]["N"])
+    return delivery
+
+
+def send(target_arn: str, delivery: dict[str, Any]) -> None:
+    """One delivery attempt, each kind as components/targets.py's Task sends it."""
+    kind, where, message_id = kind_of(target_arn), address(target_arn), delivery["id"]
+    text = json.dumps(delivery, separators=(",", ":"))
+    fifo = {"MessageGroupId": message_id, "MessageDeduplicationId": message_id}
+    if kind == TargetKind.LAMBDA:
+        answer = _client("lambda").invoke(FunctionName=where, Payload=text.encode())
+        if answer.get("FunctionError"):
+            payload = answer["Payload"].read().decode()
+            try:
+                error = str(json.loads(payload).get("errorType", "Lambda.Unknown"))
+            except (ValueError, AttributeError):
+                error = "Lambda.Unknown"
+            raise TargetFailed(error, payload)
+    elif kind in (TargetKind.SQS, TargetKind.SQS_FIFO):
+        extra = fifo if kind in FIFO else {}
+        _client("sqs").send_message(QueueUrl=where, MessageBody=text, **extra)
+    elif kind in (TargetKind.SNS, TargetKind.SNS_FIFO):
+        extra = fifo if kind in FIFO else {}
+        _client("sns").publish(TopicArn=where, Message=text, **extra)
+    elif kind == TargetKind.STATES:
+        try:
+            _client("stepfunctions").start_execution(
+                stateMachineArn=where, name=message_id, input=text
+            )
+        except ClientError as exc:
+            # The execution of this message's name exists: an earlier attempt delivered it.
+            if aws_code(exc) != "ExecutionAlreadyExists":
+                raise
+    else:
+        answer = _client("events").put_events(
+            Entries=[
+                {
+                    "EventBusName": where,
+                    "Source": "exactly-once",
+                    "DetailType": "delivery",
+                    "Detail": text,
+                }
+            ]
+        )
+        if answer.get("FailedEntryCount"):
+            entry = answer["Entries"][0]
+            raise TargetFailed(str(entry.get("ErrorCode")), str(entry.get("ErrorMessage")))
+
+
+def deliver(
+    target_arn: str, delivery: dict[str, Any], sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """`send` with the waiting machine's retries: a throttle up to 30 times (1 s growing
+    1.5x to at most 5 s, full jitter), any other failure 3 times (1, 2, 4 s); then
+    TargetFailed. The target gets the message id: a retry after a lost answer is its to
+    drop (a FIFO queue or topic, a state machine and our own demo target do)."""
+    throttled = failed = 0
+    while True:
+        try:
+            send(target_arn, delivery)
+            return
+        except Exception as exc:
+            code = aws_code(exc) if isinstance(exc, ClientError) else ""
+            if code in THROTTLE_CODES and throttled < THROTTLED_ATTEMPTS:
+                throttled += 1
+                sleep(random.uniform(0, min(5.0, 1.5**throttled)))
+                continue
+            if failed < FAILED_ATTEMPTS:
+                failed += 1
+                sleep(2.0 ** (failed - 1))
+                continue
+            if isinstance(exc, TargetFailed):
+                raise
+            raise TargetFailed(code or type(exc).__name__, str(exc)) from exc
+
+
+def record(table: str, message_id: str, update: str, values: dict[str, Any]) -> bool:
+    """A delivered message's final status, written until it lands (the claim is ours: no
+    condition); False if it never did (about two minutes of trying)."""
+    names = {"#s": "status", **({"#e": "error"} if "#e" in update else {})}
+    for attempt in range(8):
+        try:
+            _client("dynamodb").update_item(
+                TableName=table,
+                Key=_key(message_id),
+                UpdateExpression=update,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+            )
+            return True
+        except Exception as exc:
+            log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
+            time.sleep(min(30.0, 2.0**attempt) * random.random())
+    return False
+
+
+def fire_one(table: str, item: dict[str, Any]) -> str:
+    """Sleep to the message's publish time, deliver it, record DONE or FAILED (with the
+    target's error, as the waiting machine writes it): which, or UNRECORDED."""
+    message_id = item["id"]["S"]
+    while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
+        time.sleep(left)  # by the wall clock, re-checked: a sleep may end early
+    try:
+        deliver(item["target_arn"]["S"], delivery_of(item))
+    except TargetFailed as exc:
+        error = {
+            ":failed": {"S": "FAILED"},
+            ":error": {"S": json.dumps({"Error": exc.error, "Cause": exc.cause})},
+        }
+        ok = record(table, message_id, "SET #s = :failed, #e = :error", error)
+        return "FAILED" if ok else "UNRECORDED"
+    done = {":done": {"S": "DONE"}, ":at": {"S": _iso(time.time())}}
+    ok = record(table, message_id, "SET #s = :done, fired_at = :at", done)
+    return "DONE" if ok else "UNRECORDED"
+
+
+# -- the slot ----------------------------------------------------------------------------
+Invoke = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def fire(
+    table: str, slot: int, me: str, shard: int = 0, of: int = 1, invoke: Invoke | None = None
+) -> dict[str, Any]:
+    """Fire the slot's messages of this shard (shard 0 of 1: the whole slot, fanned out to
+    `invoke`d workers past CHUNK messages); counts by outcome (DONE, FAILED, UNRECORDED,
+    skipped: cancelled or claimed by another)."""
+    ids = members(table, slot, ("STANDBY", "FIRING"), shard, of)
+    if of == 1 and len(ids) > CHUNK and invoke is not None:
+        return _fan_out(table, slot, me, math.ceil(len(ids) / CHUNK), invoke)
+    counts: dict[str, int] = {}
+    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+        for round_ in range(2):
+            if round_:  # the index may have missed a message the first read: read again
+                ids = members(table, slot, ("STANDBY",), shard, of)
+            claimed = [c for c in pool.map(lambda i: claim(table, i, me), ids) if c]
+            counts["skipped"] = counts.get("skipped", 0) + len(ids) - len(claimed)
+            claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
+            for outcome in pool.map(lambda c: fire_one(table, c), claimed):
+                counts[outcome] = counts.get(outcome, 0) + 1
+    log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
+    return counts
+
+
+def _fan_out(table: str, slot: int, me: str, of: int, invoke: Invoke) -> dict[str, Any]:
+    """Shards 1.. to workers (this function again, synchronously: a worker's failure
+    fails the slot, whose retry finds its own claims), shard 0 here."""
+    counts: dict[str, int] = {}
+    with concurrent.futures.ThreadPoolExecutor(of - 1) as pool:
+        workers = [
+            pool.submit(invoke, {"slot": slot, "execution": me, "shard": shard, "of": of})
+            for shard in range(1, of)
+        ]
+        results = [fire(table, slot, me, 0, of)] + [w.result() for w in workers]
+    for result in results:
+        for outcome, count in result.items():
+            counts[outcome] = counts.get(outcome, 0) + count
+    return counts
+
+
+def _invoker(function_arn: str) -> Invoke:
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        answer = _client("lambda").invoke(FunctionName=function_arn, Payload=json.dumps(event))
+        payload = json.loads(answer["Payload"].read() or b"{}")
+        if answer.get("FunctionError"):
+            raise RuntimeError(f"slot worker {event['shard']}/{event['of']} failed: {payload}")
+        return {k: v for k, v in payload.items() if isinstance(v, int)}
+
+    return invoke
+
+
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    """The slot's state machine invokes it with {slot, execution}; a worker with its shard."""
+    table = SlotSettings.current().table
+    shard, of = int(event.get("shard", 0)), int(event.get("of", 1))
+    invoke = _invoker(context.invoked_function_arn) if of == 1 else None
+    counts = fire(table, int(event["slot"]), str(event["execution"]), shard, of, invoke)
+    if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
+        raise StatusNotRecorded(f"{counts['UNRECORDED']} delivered messages are still FIRING")
+    return counts

@@ -1,0 +1,297 @@
+"""The slot clock against moto: which messages join a slot, and a slot fires each of its
+messages once, at or after its time, whoever else runs the same slot."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import json
+import math
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from exactly_once.components.scheduler import slot_definition
+from exactly_once.handlers import runtime, scheduler, scheduler_slots
+from exactly_once.handlers.errors import ClientError
+from exactly_once.handlers.scheduler import SchedulerSettings
+from exactly_once.handlers.scheduler_slots import TargetFailed
+from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
+from tests.unit.test_scheduler import config as config  # the table and the waiting machine
+
+TARGET = "arn:aws:lambda:us-east-1:1:function:t"
+
+
+@pytest.fixture
+def slotted(config: SchedulerSettings) -> SchedulerSettings:
+    return dataclasses.replace(
+        config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "slots")
+    )
+
+
+@pytest.fixture
+def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, float]]]:
+    """Deliveries (message id, when), instead of invoking a target."""
+    calls: list[tuple[str, float]] = []
+    lock = threading.Lock()
+
+    def send(target_arn: str, delivery: dict[str, Any]) -> None:
+        assert target_arn == TARGET
+        with lock:
+            calls.append((delivery["id"], time.time()))
+
+    monkeypatch.setattr(scheduler_slots, "send", send)
+    yield calls
+
+
+def names(machine: str) -> list[str]:
+    listed = runtime.client("stepfunctions").list_executions(stateMachineArn=machine)
+    return sorted(e["name"] for e in listed["executions"])
+
+
+def register(config: SchedulerSettings, publish: float, key: str | None = None) -> dict[str, Any]:
+    message, _ = scheduler.register(config, {"publishTime": publish, "channel": "demo"}, key)
+    return message
+
+
+def test_messages_of_one_second_share_its_slot_execution_started_once(
+    slotted: SchedulerSettings,
+) -> None:
+    # GIVEN three messages due in the same second, 30 s ahead, and one due in 2 s
+    slot = math.floor(time.time()) + 30
+    ids = [register(slotted, slot + f)["id"] for f in (0.0, 0.5, 0.999)]
+    soon = register(slotted, time.time() + 2)["id"]
+    # THEN one slot execution, named by the second; the near one, too late for its slot,
+    # has its own execution
+    assert names(slotted.slot_machine_arn) == [f"slot-{slot}"]
+    assert names(slotted.state_machine_arn) == [soon]
+    # AND the stream's records start nothing more (this sandbox knows the slot started;
+    # a fresh one gets ExecutionAlreadyExists)
+    records = [{"dynamodb": {"NewImage": scheduler._item(slotted, i)}} for i in ids]
+    assert (
+        scheduler.start_records(slotted, {"Records": records}, None)["outcomes"]
+        == ["DUPLICATE"] * 3
+    )
+    scheduler._STARTED_SLOTS.clear()
+    assert scheduler.start_records(slotted, {"Records": records[:1]}, None)["outcomes"] == [
+        "DUPLICATE"
+    ]
+    assert names(slotted.slot_machine_arn) == [f"slot-{slot}"]
+
+
+def test_a_start_that_returns_past_the_slots_cutoff_also_starts_the_messages_own(
+    slotted: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a slot start that returns only after the slot read its messages
+    slot = math.floor(time.time()) + 30
+    real = scheduler._start_slot
+
+    def slow(machine: str, s: int, context: Any) -> Any:
+        outcome = real(machine, s, context)
+        monkeypatch.setattr(scheduler.time, "time", lambda: slot - 1.0)
+        return outcome
+
+    monkeypatch.setattr(scheduler, "_start_slot", slow)
+    message = register(slotted, slot + 0.2)
+    # THEN the message has its own execution too (whichever claims it first fires it)
+    assert names(slotted.slot_machine_arn) == [f"slot-{slot}"]
+    assert names(slotted.state_machine_arn) == [message["id"]]
+
+
+def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_recorded() -> None:
+    definition = slot_definition("arn:aws:lambda:us-east-1:1:function:slots")
+    assert list(definition["States"]) == ["Wait", "Fire"]
+    assert definition["States"]["Wait"]["TimestampPath"] == "$.wakeAt"
+    retry = definition["States"]["Fire"]["Retry"]
+    assert retry[0] == {"ErrorEquals": ["StatusNotRecorded"], "MaxAttempts": 0}
+    payload = definition["States"]["Fire"]["Parameters"]["Payload"]
+    assert payload == {"slot.$": "$.slot", "execution.$": "$$.Execution.Id"}
+    # the Wait ends LEAD_SECONDS before the second, a whole second
+    assert scheduler_slots.slot_input(1_800_000_000) == {
+        "slot": 1_800_000_000,
+        "wakeAt": "2027-01-15T07:59:58Z",
+    }
+
+
+def due_slot(config: SchedulerSettings, offsets: list[float]) -> tuple[int, list[str]]:
+    """Messages in the next whole second (STANDBY: within the window), registered without a
+    slot machine so nothing else fires them."""
+    slot = math.floor(time.time()) + 1
+    return slot, [register(config, slot + offset)["id"] for offset in offsets]
+
+
+def test_a_slot_fires_each_message_once_at_or_after_its_time_and_records_it(
+    config: SchedulerSettings, sent: list[tuple[str, float]]
+) -> None:
+    slot, ids = due_slot(config, [0.0, 0.3, 0.6])
+    cancelled = register(config, slot + 0.5)["id"]
+    scheduler.cancel(config, cancelled)
+    other_slot = register(config, slot + 1.2)["id"]
+    counts = scheduler_slots.fire(config.table, slot, "execution-1")
+    assert counts == {"skipped": 0, "DONE": 3}  # the cancelled one is not even read
+    assert sorted(i for i, _ in sent) == sorted(ids)
+    for message_id, at in sent:
+        message = scheduler.get(config, message_id)
+        assert message is not None and message["status"] == "DONE"
+        assert at >= message["publishTime"], "fired early"
+        assert scheduler._epoch(message["fired_at"]) >= message["publishTime"]
+    assert scheduler.get(config, cancelled)["status"] == "CANCELLED"  # type: ignore[index]
+    assert scheduler.get(config, other_slot)["status"] == "STANDBY"  # type: ignore[index]
+    # AND the clock run again (a retried Fire) finds nothing left to fire
+    assert scheduler_slots.fire(config.table, slot, "execution-1") == {"skipped": 0}
+    assert len(sent) == 3
+
+
+def test_two_clocks_of_one_slot_fire_each_message_once(
+    config: SchedulerSettings, sent: list[tuple[str, float]]
+) -> None:
+    slot, ids = due_slot(config, [i / 20 for i in range(20)])
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(
+            pool.map(lambda me: scheduler_slots.fire(config.table, slot, me), ["one", "two"])
+        )
+    assert sorted(i for i, _ in sent) == sorted(ids)  # each once
+    assert sum(r.get("DONE", 0) for r in results) == 20
+    assert sum(r.get("skipped", 0) for r in results) >= 20  # each lost claim counted
+
+
+def test_a_retried_clock_delivers_again_what_it_claimed_but_never_recorded(
+    config: SchedulerSettings, sent: list[tuple[str, float]]
+) -> None:
+    # GIVEN a message the slot claimed (its Lambda then died before recording it)
+    slot, [message_id] = due_slot(config, [0.0])
+    assert scheduler_slots.claim(config.table, message_id, "execution-1") is not None
+    # THEN another execution cannot take it, and the same one (retried) delivers it
+    assert scheduler_slots.claim(config.table, message_id, "execution-2") is None
+    assert scheduler_slots.fire(config.table, slot, "execution-2") == {"skipped": 1}
+    assert scheduler_slots.fire(config.table, slot, "execution-1") == {"skipped": 0, "DONE": 1}
+    assert [i for i, _ in sent] == [message_id]
+
+
+def test_a_target_failing_every_retry_ends_failed_with_its_error(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    attempts: list[str] = []
+
+    def send(target_arn: str, delivery: dict[str, Any]) -> None:
+        attempts.append(delivery["id"])
+        raise TargetFailed("Exception", '{"errorMessage": "injected failure"}')
+
+    monkeypatch.setattr(scheduler_slots, "send", send)
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: None)
+    slot, [message_id] = due_slot(config, [0.0])
+    assert scheduler_slots.fire(config.table, slot, "x") == {"skipped": 0, "FAILED": 1}
+    assert len(attempts) == 1 + scheduler_slots.FAILED_ATTEMPTS
+    message = scheduler.get(config, message_id)
+    assert message is not None and message["status"] == "FAILED"
+    assert json.loads(message["error"])["Error"] == "Exception"
+    assert "injected failure" in message["error"]
+
+
+def test_a_throttled_delivery_is_retried_past_the_failure_budget() -> None:
+    calls: list[int] = []
+
+    def throttled(target_arn: str, delivery: dict[str, Any]) -> None:
+        calls.append(1)
+        if len(calls) <= 10:
+            raise ClientError({"Error": {"Code": "TooManyRequestsException"}}, "Invoke")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scheduler_slots, "send", throttled)
+        scheduler_slots.deliver(TARGET, {"id": "m"}, sleep=lambda s: None)
+    assert len(calls) == 11
+
+
+def test_a_large_slot_fans_out_by_shard_and_fires_each_once(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scheduler_slots, "CHUNK", 4)
+    slot, ids = due_slot(config, [i / 12 for i in range(12)])
+    workers: list[tuple[int, int]] = []
+
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        workers.append((event["shard"], event["of"]))
+        return scheduler_slots.fire(
+            config.table, slot, event["execution"], event["shard"], event["of"]
+        )
+
+    counts = scheduler_slots.fire(config.table, slot, "big", invoke=invoke)
+    assert sorted(workers) == [(1, 3), (2, 3)]
+    assert counts["DONE"] == 12
+    assert sorted(i for i, _ in sent) == sorted(ids)
+
+
+def test_a_status_that_cannot_be_written_fails_the_slot_after_every_delivery(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(scheduler_slots, "record", lambda *a: False)
+    slot, _ = due_slot(config, [0.0, 0.1])
+
+    class Context:
+        invoked_function_arn = "arn:aws:lambda:us-east-1:1:function:slots"
+
+    monkeypatch.setenv("TABLE", config.table)
+    from exactly_once.handlers import settings  # read once per cold start: start cold
+
+    settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
+    with pytest.raises(scheduler_slots.StatusNotRecorded, match="2 delivered"):
+        scheduler_slots.handler({"slot": slot, "execution": "x"}, Context())
+    settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
+    assert len(sent) == 2  # both delivered before the slot failed
+
+
+@pytest.mark.parametrize(
+    ("kind", "arn"),
+    [
+        ("sqs", "arn:aws:sqs:us-east-1:123456789012:plain"),
+        ("sqs-fifo", "arn:aws:sqs:us-east-1:123456789012:ordered.fifo"),
+        ("sns", "arn:aws:sns:us-east-1:123456789012:topic"),
+        ("states", "STATE_MACHINE"),
+        ("events", "arn:aws:events:us-east-1:123456789012:event-bus/default"),
+    ],
+)
+def test_each_kind_of_target_is_sent_as_the_waiting_machine_sends_it(
+    moto: None, kind: str, arn: str
+) -> None:
+    delivery = {"id": "0f5c8a3e-0000-4000-8000-000000000001", "channel": "c", "parameters": {}}
+    if kind.startswith("sqs"):
+        name = arn.rsplit(":", 1)[1]
+        attributes = {"FifoQueue": "true"} if name.endswith(".fifo") else {}
+        url = runtime.client("sqs").create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    elif kind == "sns":
+        runtime.client("sns").create_topic(Name="topic")
+    elif kind == "states":
+        arn = make_state_machine(WAIT_DEFINITION, "delivered")
+    scheduler_slots.send(arn, delivery)
+    scheduler_slots.send(
+        arn, delivery
+    )  # a retry after a lost answer: dropped where the service can
+    if kind.startswith("sqs"):
+        got = runtime.client("sqs").receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+        bodies = [json.loads(m["Body"]) for m in got.get("Messages", [])]
+        assert bodies[0] == delivery
+        assert len(bodies) == (1 if kind == "sqs-fifo" else 2)
+    elif kind == "states":
+        assert names(arn) == [delivery["id"]]
+
+
+def test_a_lambda_target_that_fails_is_a_target_failure_with_its_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Payload:
+        def read(self) -> bytes:
+            return b'{"errorType": "ValueError", "errorMessage": "injected failure"}'
+
+    class Lambda:
+        def invoke(self, **kwargs: Any) -> dict[str, Any]:
+            assert kwargs["FunctionName"] == TARGET
+            assert json.loads(kwargs["Payload"])["id"] == "m"
+            return {"FunctionError": "Unhandled", "Payload": Payload()}
+
+    monkeypatch.setattr(scheduler_slots, "_client", lambda service: Lambda())
+    with pytest.raises(TargetFailed) as failed:
+        scheduler_slots.send(TARGET, {"id": "m"})
+    assert failed.value.error == "ValueError" and "injected failure" in failed.value.cause
