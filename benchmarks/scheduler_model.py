@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 import math
 
-from exactly_once.handlers import scheduler_slots
+from exactly_once.handlers import scheduler_index, scheduler_slots
 
 # -- prices (us-east-1 list prices, docs/cost.md) --------------------------------------------
 TRANSITION = 25.0  # $ per million STANDARD state transitions
@@ -33,11 +33,14 @@ class Counts:
     seconds_per_invocation: float
     memory_gb: float
     write_units_per_message: int
+    read_units_per_execution: float
 
 
-# A status write changes the status index's key: the table's write and the index's delete
-# and put (DynamoDB developer guide, "Provisioned throughput considerations for GSIs").
-STATUS_WRITE_UNITS = 3
+# The claim moves a message between two lanes of the status index: the table's write and
+# the index's delete and put (DynamoDB developer guide, "Provisioned throughput
+# considerations for global secondary indexes"); the final write removes it from the index:
+# the table's write and the index's delete.
+CLAIM_UNITS, FINAL_UNITS = 3, 2
 SLOT = Counts(
     transitions_per_execution=2,  # Wait, Fire
     executions_per_message=0,  # set per density: 1 / messages in the slot
@@ -45,7 +48,10 @@ SLOT = Counts(
     # woken LEAD_SECONDS ahead, the slot's second, delivery and the status writes
     seconds_per_invocation=scheduler_slots.LEAD_SECONDS + 1.2,
     memory_gb=0.25,
-    write_units_per_message=2 * STATUS_WRITE_UNITS,  # the claim, DONE
+    write_units_per_message=CLAIM_UNITS + FINAL_UNITS,
+    # a Query per lane, twice (the wake's read and the read after the deliveries),
+    # eventually consistent under 4 KB: half a unit each
+    read_units_per_execution=2 * scheduler_index.LANES * 0.5,
 )
 PER_MESSAGE = Counts(
     transitions_per_execution=5,  # Wait, Claim, OnTheDot, Fire, MarkDone
@@ -53,7 +59,8 @@ PER_MESSAGE = Counts(
     invocations_per_execution=1,  # the clock function, from the lead to the instant
     seconds_per_invocation=3.0,
     memory_gb=0.125,
-    write_units_per_message=2 * STATUS_WRITE_UNITS,  # Claim, MarkDone
+    write_units_per_message=CLAIM_UNITS + FINAL_UNITS,  # Claim, MarkDone
+    read_units_per_execution=0,
 )
 # What every message costs whichever clock fires it: the stream starter's invocations for
 # its STANDBY and final images (up to 25 records each, 256 MB, ~60 ms: at most 2 x $0.41).
@@ -67,12 +74,25 @@ REGISTRATION = {
 }
 
 
+# A worker (1,769 MB) of a second past CHUNK messages: from the slot's wake plus a cold
+# start to the end of the second.
+WORKER = LAMBDA_REQUEST + (scheduler_slots.LEAD_SECONDS + 0.4) * 1.769 * GB_SECOND
+
+
 def firing_cost(counts: Counts, per_second: float, slot_seconds: float = 1.0) -> float:
     """$ per million messages to fire them at `per_second` messages a second (spread
     evenly: a slot holds per_second x slot_seconds of them, at least one)."""
-    executions = counts.executions_per_message or 1 / max(1.0, per_second * slot_seconds)
-    execution = counts.transitions_per_execution * TRANSITION + counts.invocations_per_execution * (
-        LAMBDA_REQUEST + counts.seconds_per_invocation * counts.memory_gb * GB_SECOND
+    per_slot = max(1.0, per_second * slot_seconds)
+    executions = counts.executions_per_message or 1 / per_slot
+    workers = 0
+    if counts is SLOT and per_slot > scheduler_slots.CHUNK:
+        workers = min(scheduler_index.LANES, math.ceil(per_slot / scheduler_slots.CHUNK))
+    invocation = LAMBDA_REQUEST + counts.seconds_per_invocation * counts.memory_gb * GB_SECOND
+    execution = (
+        counts.transitions_per_execution * TRANSITION
+        + counts.invocations_per_execution * invocation
+        + counts.read_units_per_execution * READ_UNIT
+        + workers * WORKER
     )
     return executions * execution + counts.write_units_per_message * WRITE_UNIT + STREAM_STARTER
 
@@ -108,7 +128,20 @@ class Quotas:
     lambda_scaling: int = 1000  # new environments per function per 10 s
     partition_writes: float = 1000  # write units per second per partition (table or index)
     status_partitions: int = 1  # the status index's partitions one status value spans
-    table_writes: float = 4000  # a new on-demand table's warm write throughput, units/s
+    # a new on-demand table's warm write throughput, and its index's, units per second
+    # ("Pre-warming a table for on-demand capacity mode"; more once it served more, or
+    # pre-warmed: a table setting, no account quota)
+    table_writes: float = 4000
+    index_writes: float = 4000
+
+    def claims_per_second(self) -> float:
+        """A claim writes the table (1 unit) and moves the message between two lanes of the
+        index (2 units: one on each lane's partition)."""
+        return min(
+            self.table_writes,
+            self.index_writes / 2,
+            self.status_partitions * self.partition_writes,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,6 +152,12 @@ class Latencies:
     deliver: float = 0.030  # a warm target: its invoke and its own work
     cold_start: float = 0.6  # a Python function's first invocation
     read_page: float = 0.020  # a Query page (1 MB)
+    # CPU an AWS call costs the caller (serializing, signing, parsing), seconds of one vCPU;
+    # Lambda allots one vCPU at 1,769 MB, in proportion below it
+    cpu_per_call: float = 0.0004
+
+
+SLOT_VCPU, WORKER_VCPU = 256 / 1769, 1.0
 
 
 def _token_times(requests: list[float], bucket: int, refill: float) -> list[float]:
@@ -144,32 +183,43 @@ def slot_burst(
     threads: int = scheduler_slots.THREADS,
 ) -> list[float]:
     """Lateness of each of `n` messages due in one second (spread evenly over it) fired by
-    one slot clock: woken LEAD_SECONDS ahead, the slot function (cold) reads the index,
-    fans out to ceil(n / chunk) workers (cold), which claim their share and deliver each
-    at its time with `threads` threads. Index writes are limited by its partitions, table
-    writes by its warm throughput."""
+    one slot clock: woken LEAD_SECONDS ahead, the slot function (cold) reads the index
+    and fires up to `chunk` messages itself, or gives a share of the lanes to each of up to
+    LANES workers (cold, a vCPU each), which claim their share and deliver each at its time
+    with `threads` threads, as far as their CPU goes (three AWS calls a message). Claims
+    are limited by the table's and the index's write rates and the index's partitions."""
     wake = -float(scheduler_slots.LEAD_SECONDS)
-    workers = max(1, math.ceil(n / chunk))
-    if workers + 1 > quotas.lambda_concurrency:
-        raise ValueError("more workers than the account's concurrency")
     read = latency.read_page * max(1, math.ceil(n * 80 / 1_000_000))
-    # workers start after the slot function's cold start and read; their own cold start
-    # (a burst of more than lambda_scaling per 10 s waits for the next 10 s)
-    start = wake + latency.cold_start + read + latency.cold_start
-    start += 10.0 * ((workers - 1) // quotas.lambda_scaling)
+    start = wake + latency.cold_start + read
+    workers, vcpu = 1, SLOT_VCPU
+    if n > chunk:
+        workers, vcpu = min(scheduler_index.LANES, math.ceil(n / chunk)), WORKER_VCPU
+        if workers + 1 > quotas.lambda_concurrency:
+            raise ValueError("more workers than the account's concurrency")
+        # their cold start (past lambda_scaling new environments, the next 10 s) and read
+        start += latency.cold_start + read + 10.0 * ((workers - 1) // quotas.lambda_scaling)
     share = math.ceil(n / workers)
-    # the claims: the slowest of the workers' threads, the index's and the table's rates
-    claim_rate = min(quotas.status_partitions * quotas.partition_writes, quotas.table_writes)
-    claimed = start + read + max(math.ceil(share / threads) * latency.write, n / claim_rate)
+    # the claims, then the deliveries: the claims take the slowest of the threads, the CPU
+    # and the table's and the index's write rates; the final status writes come after each
+    # delivery, off the delivering threads (their CPU counted with the delivery's)
+    rate = quotas.claims_per_second()
+    claiming = max(
+        math.ceil(share / threads) * latency.write,
+        share * latency.cpu_per_call / vcpu,
+        n / rate,
+    )
+    claimed = start + claiming
+    per_delivery_cpu = 2 * latency.cpu_per_call / vcpu
     lateness = []
     due = [i / n for i in range(n)]
     for worker in range(workers):
-        mine = due[worker::workers]
         free = [claimed] * threads
         heapq.heapify(free)
-        for at in mine:
-            begin = max(at, heapq.heappop(free))
-            heapq.heappush(free, begin + latency.deliver + latency.write)
+        cpu = claimed
+        for at in due[worker::workers]:
+            begin = max(at, heapq.heappop(free), cpu)
+            cpu = begin + per_delivery_cpu
+            heapq.heappush(free, begin + latency.deliver)
             lateness.append(begin + latency.deliver - at)
     return sorted(lateness)
 
@@ -186,7 +236,7 @@ def per_message_burst(
     # the bucket in rounds: every Claim first (all woke together), then every OnTheDot...
     requests = sorted([wake + 0.0] * n + [wake + 0.01] * n + [wake + 0.02] * n)
     granted = _token_times(requests, quotas.transition_bucket, quotas.transition_refill)
-    claim_rate = min(quotas.status_partitions * quotas.partition_writes, quotas.table_writes)
+    claim_rate = quotas.claims_per_second()
     fire_times = granted[2 * n :]
     lateness = []
     for i, at in enumerate(fire_times):
@@ -204,12 +254,19 @@ def quantile(values: list[float], q: float) -> float:
 
 def burst_table(n: int = 10_000) -> dict[str, dict[str, float]]:
     """p50, p99 and max lateness, seconds, of a burst of `n`, per path and index layout."""
+    lanes = scheduler_index.LANES
+    warm = Quotas(status_partitions=lanes, table_writes=12_000, index_writes=24_000)
     rows = {
-        "slot clock, status index as today (1 partition per status)": slot_burst(n),
-        "slot clock, status index written across 32 partitions": slot_burst(
-            n, Quotas(status_partitions=32, table_writes=40_000)
+        f"slot clock, index in {lanes} lanes, table warm for the burst": slot_burst(n, warm),
+        f"slot clock, index in {lanes} lanes, new on-demand table": slot_burst(
+            n, Quotas(status_partitions=lanes)
         ),
-        "per message": per_message_burst(n),
+        "slot clock, index by status, table warm for the burst": slot_burst(
+            n, dataclasses.replace(warm, status_partitions=1)
+        ),
+        f"one execution per message, index in {lanes} lanes, table warm": per_message_burst(
+            n, warm
+        ),
     }
     return {
         name: {"p50": quantile(v, 0.5), "p99": quantile(v, 0.99), "max": v[-1]}

@@ -56,6 +56,7 @@ from exactly_once.handlers.scheduler import (
     SchedulerSettings,
     Status,
 )
+from exactly_once.handlers.scheduler_index import LANE
 from exactly_once.handlers.scheduler_slots import SlotSettings
 from exactly_once.handlers.settings import encode
 from exactly_once.handlers.targets import TargetKind, kind_of
@@ -172,11 +173,12 @@ def waiting_definition(
         values: dict | None = None,
         names: dict | None = None,
     ) -> dict:
-        """A status write: conditional on `expected`, or (None) unconditional."""
+        """A final status write (the message leaves the status index: its lane removed):
+        conditional on `expected`, or (None) unconditional."""
         return dynamodb_update(
             table_name,
             key,
-            f"SET #s = :new{extra}",
+            f"SET #s = :new{extra} REMOVE lane",
             {
                 ":new": {"S": new},
                 **({":expected": {"S": expected}} if expected else {}),
@@ -214,11 +216,12 @@ def waiting_definition(
                 **dynamodb_update(
                     table_name,
                     key,
-                    "SET #s = :new, claimed_by = :me",
+                    "SET #s = :new, claimed_by = :me, lane = :lane",
                     {
                         ":new": {"S": Status.FIRING},
                         ":expected": {"S": Status.STANDBY},
                         ":me": {"S.$": "$$.Execution.Id"},
+                        ":lane": {"S.$": "$.firingLane"},
                     },
                     condition="#s = :expected OR (#s = :new AND claimed_by = :me)",
                     names={"#s": "status"},
@@ -320,7 +323,12 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
                 "Resource": "arn:aws:states:::lambda:invoke",
                 "Parameters": {
                     "FunctionName": slot_function_arn,
-                    "Payload": {"slot.$": "$.slot", "execution.$": "$$.Execution.Id"},
+                    "Payload": {
+                        "slot.$": "$.slot",
+                        "execution.$": "$$.Execution.Id",
+                        # a retry also takes up what an earlier attempt claimed
+                        "retry.$": "$$.State.RetryCount",
+                    },
                 },
                 "ResultSelector": {"fired.$": "$.Payload"},
                 "Retry": [
@@ -500,10 +508,11 @@ class Scheduler(Watched, pulumi.ComponentResource):
             hash_key="pk",
             attributes=[
                 aws.dynamodb.TableAttributeArgs(name="pk", type="S"),
-                aws.dynamodb.TableAttributeArgs(name="status", type="S"),
+                aws.dynamodb.TableAttributeArgs(name=LANE, type="S"),
                 aws.dynamodb.TableAttributeArgs(name="publish_at", type="N"),
             ],
-            global_secondary_indexes=[index(STATUS_INDEX, "status", "publish_at", "KEYS_ONLY")],
+            # by lane (status#n), not by status: handlers/scheduler_index.py
+            global_secondary_indexes=[index(STATUS_INDEX, LANE, "publish_at", "KEYS_ONLY")],
             stream_enabled=True,
             stream_view_type="NEW_AND_OLD_IMAGES",
             point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),
@@ -541,40 +550,41 @@ class Scheduler(Watched, pulumi.ComponentResource):
         self, name: str, args: SchedulerArgs, targets: dict[str, pulumi.Output[str]]
     ) -> tuple[aws.lambda_.Function, aws.sfn.StateMachine]:
         """The slot clock: its function, which reads the status index, claims and records
-        messages, delivers to the channels' targets (each kind with its own action) and
-        invokes itself to fan out a large second; and its state machine, which may only
-        invoke that function."""
+        messages and delivers to the channels' targets (each kind with its own action), and
+        fans a large second out to its workers function; and its state machine, which may
+        only invoke the slot function."""
         table = self.table
 
         def grant(arn: pulumi.Output[str]) -> Any:  # a statement, once the ARN is known
             return arn.apply(lambda a: allow([ACTIONS[kind_of(a, "a channel's target")]], [a]))
 
-        slot = handler_function(
+        statements = [
+            allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
+            allow(["dynamodb:UpdateItem"], [table.arn]),
+            *[grant(arn) for arn in targets.values()],
+        ]
+        environment = metrics_environment(name, args.monitoring)
+        # A large second's shares: the same code with a whole vCPU (1,769 MB), as each
+        # message costs three AWS calls of CPU; only a second past CHUNK messages uses it.
+        workers = handler_function(
+            f"{name}-slot-workers",
+            handler="exactly_once.handlers.scheduler_slots.handler",
+            statements=statements,
+            environment=SlotSettings.environment(table=table.name, workers_function="")
+            | environment,
+            timeout=SLOT_TIMEOUT_SECONDS,
+            memory_size=1769,
+            parent=self,
+        ).function
+        function = handler_function(
             f"{name}-slots",
             handler="exactly_once.handlers.scheduler_slots.handler",
-            statements=[
-                allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
-                allow(["dynamodb:UpdateItem"], [table.arn]),
-                *[grant(arn) for arn in targets.values()],
-            ],
-            environment=SlotSettings.environment(table=table.name)
-            | metrics_environment(name, args.monitoring),
+            statements=[*statements, allow(["lambda:InvokeFunction"], [workers.arn])],
+            environment=SlotSettings.environment(table=table.name, workers_function=workers.arn)
+            | environment,
             timeout=SLOT_TIMEOUT_SECONDS,
             parent=self,
-        )
-        function = slot.function
-        # Its own ARN exists only once it does: a policy of its own, not in its role's first.
-        aws.iam.RolePolicy(
-            f"{name}-slots-fan-out",
-            role=slot.role.id,
-            policy=pulumi.Output.json_dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [allow(["lambda:InvokeFunction"], [function.arn])],
-                }
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        ).function
         machine = state_machine(
             f"{name}-slot-clock",
             function.arn.apply(lambda arn: json.dumps(slot_definition(arn))),

@@ -31,10 +31,11 @@ from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
 from exactly_once.handlers.runtime import client, log, request_id
+from exactly_once.handlers.scheduler_index import ENDED, STATUS_INDEX, lane, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import address, kind_of
 
-STATUS_INDEX = "by-status"
+__all__ = ["STATUS_INDEX"]  # re-exported: components and tests name the index from here
 MAX_PARAMETERS_BYTES = 32 * 1024
 MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
 # The waiting execution wakes this many whole seconds early to claim the message and let
@@ -191,6 +192,7 @@ def register(
         **message_key(message_id),
         "id": {"S": message_id},
         "status": {"S": status},
+        "lane": {"S": lane(status, message_id)},
         "publish_at": {"N": f"{fields['publish_at']:.3f}"},
         "channel": {"S": fields["channel"]},
         "target_arn": {"S": target},
@@ -284,16 +286,23 @@ def get(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
 def transition(
     config: SchedulerSettings, message_id: str, expected: tuple[Status, ...], new: Status
 ) -> bool:
-    """Set status `new` if the status is one of `expected`; False otherwise."""
-    values = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
+    """Set status `new` if the status is one of `expected`; False otherwise. The message's
+    lane follows its status (an ended message leaves the index)."""
+    expecting = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
+    values: dict[str, Any] = {**expecting, ":new": {"S": new}}
+    if new in ENDED:
+        update = "SET #s = :new REMOVE lane"
+    else:
+        update = "SET #s = :new, lane = :lane"
+        values[":lane"] = {"S": lane(new, message_id)}
     try:
         _ddb().update_item(
             TableName=config.table,
             Key=message_key(message_id),
-            UpdateExpression="SET #s = :new",
-            ConditionExpression=f"#s IN ({', '.join(values)})",
+            UpdateExpression=update,
+            ConditionExpression=f"#s IN ({', '.join(expecting)})",
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={**values, ":new": {"S": new}},
+            ExpressionAttributeValues=values,
         )
     except ClientError as exc:
         if aws_code(exc) == "ConditionalCheckFailedException":
@@ -324,28 +333,29 @@ def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
 # -- the sweep: RESERVED messages due within the window go to STANDBY; STANDBY ones whose
 # stream record never started them (a DLQ'd batch, a mapping not yet polling) start now --
 def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[str]:
-    """Ids of `status` messages due by `horizon`, every page (the index bounds the read)."""
-    start: dict[str, Any] | None = None
-    while True:
-        query: dict[str, Any] = {
-            "TableName": config.table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "#s = :status AND publish_at <= :horizon",
-            "ExpressionAttributeNames": {"#s": "status"},
-            "ExpressionAttributeValues": {
-                ":status": {"S": status},
-                ":horizon": {"N": f"{horizon:.3f}"},
-            },
-            "ProjectionExpression": "pk",  # the index is KEYS_ONLY
-        }
-        if start:
-            query["ExclusiveStartKey"] = start
-        page = _ddb().query(**query)
-        for item in page.get("Items", []):
-            yield item["pk"]["S"].removeprefix("MESSAGE#")
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            return
+    """Ids of `status` messages due by `horizon`, every lane, every page (the index bounds
+    the read)."""
+    for status_lane in lanes(status):
+        start: dict[str, Any] | None = None
+        while True:
+            query: dict[str, Any] = {
+                "TableName": config.table,
+                "IndexName": STATUS_INDEX,
+                "KeyConditionExpression": "lane = :lane AND publish_at <= :horizon",
+                "ExpressionAttributeValues": {
+                    ":lane": {"S": status_lane},
+                    ":horizon": {"N": f"{horizon:.3f}"},
+                },
+                "ProjectionExpression": "pk",  # the index is KEYS_ONLY
+            }
+            if start:
+                query["ExclusiveStartKey"] = start
+            page = _ddb().query(**query)
+            for item in page.get("Items", []):
+                yield item["pk"]["S"].removeprefix("MESSAGE#")
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                break
 
 
 def sweep(
@@ -425,6 +435,7 @@ def execution_input(image: dict[str, Any]) -> dict[str, Any]:
         "targetKind": kind_of(target),
         "target": address(target),
         "delivery": delivery,
+        "firingLane": lane(Status.FIRING, image["id"]["S"]),  # what the Claim writes
         "wakeAt": second(math.floor(publish_at) - LEAD_SECONDS),
         "lateAt": second(math.ceil(publish_at) + 1),
     }

@@ -31,19 +31,21 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from exactly_once.handlers import scheduler_index
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import log
+from exactly_once.handlers.scheduler_index import STATUS_INDEX, lane, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import FIFO, TargetKind, address, kind_of
 
 LEAD_SECONDS = 2  # the slot wakes this long before its second (as a message's execution)
 JOIN_MARGIN_SECONDS = 1  # the index's catch-up before the slot reads it
-CHUNK = 250  # messages one invocation takes; a larger slot fans out
+# Messages the slot function fires itself; a larger slot fans out to the workers function
+# (same code, more memory: Lambda allots CPU by memory, and each message costs three AWS
+# calls of CPU), one worker per share of the lanes.
+CHUNK = 50
 THREADS = 32  # concurrent claims and deliveries per invocation
 SLOT_PREFIX = "slot-"
-STATUS_INDEX = (
-    "by-status"  # handlers/scheduler.py's index (not imported: this cold start stays small)
-)
 # A delivery is retried as the waiting machine's Fire step retries it
 # (components/scheduler.py: THROTTLED_INVOKE, TARGET_FAILED).
 THROTTLE_CODES = frozenset(
@@ -63,6 +65,8 @@ THROTTLED_ATTEMPTS, FAILED_ATTEMPTS = 30, 3
 @dataclasses.dataclass(frozen=True)
 class SlotSettings(Settings):
     table: str
+    workers_function: str
+    """The function a large slot fans out to (this handler, with more memory)."""
 
 
 class StatusNotRecorded(Exception):
@@ -114,34 +118,31 @@ def _client(service: str) -> Any:
 
 
 # -- reading the slot ------------------------------------------------------------------------
-def shard_of(message_id: str, of: int) -> int:
-    """Which of `of` invocations takes a message (ids are UUIDs: their hex spreads evenly)."""
-    return int(message_id.replace("-", "")[:8], 16) % of
-
-
 def members(
     table: str, slot: int, statuses: tuple[str, ...], shard: int = 0, of: int = 1
 ) -> list[str]:
-    """Ids of the slot's messages in `statuses`, this shard's, by publish time."""
-    found: list[tuple[float, str]] = []
-    for status in statuses:
-        for item in _query(table, status, slot):
-            message_id = item["pk"]["S"].removeprefix("MESSAGE#")
-            if of == 1 or shard_of(message_id, of) == shard:
-                found.append((float(item["publish_at"]["N"]), message_id))
+    """Ids of the slot's messages in `statuses`, in this shard's lanes (shard i of n takes
+    lanes i, i + n, ...), by publish time. One Query per lane, side by side."""
+    wanted = [status_lane for status in statuses for status_lane in lanes(status, shard, of)]
+    with concurrent.futures.ThreadPoolExecutor(min(len(wanted), THREADS)) as pool:
+        pages = pool.map(lambda status_lane: list(_query(table, status_lane, slot)), wanted)
+        found = [
+            (float(item["publish_at"]["N"]), item["pk"]["S"].removeprefix("MESSAGE#"))
+            for items in pages
+            for item in items
+        ]
     return [message_id for _, message_id in sorted(found)]
 
 
-def _query(table: str, status: str, slot: int) -> Iterator[dict[str, Any]]:
+def _query(table: str, status_lane: str, slot: int) -> Iterator[dict[str, Any]]:
     start: dict[str, Any] | None = None
     while True:
         query: dict[str, Any] = {
             "TableName": table,
             "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "#s = :status AND publish_at BETWEEN :from AND :to",
-            "ExpressionAttributeNames": {"#s": "status"},
+            "KeyConditionExpression": "lane = :lane AND publish_at BETWEEN :from AND :to",
             "ExpressionAttributeValues": {
-                ":status": {"S": status},
+                ":lane": {"S": status_lane},
                 ":from": {"N": f"{slot}"},
                 ":to": {"N": f"{slot}.999"},  # publish times are stored to the millisecond
             },
@@ -167,13 +168,14 @@ def claim(table: str, message_id: str, me: str) -> dict[str, Any] | None:
         answer = _client("dynamodb").update_item(
             TableName=table,
             Key=_key(message_id),
-            UpdateExpression="SET #s = :firing, claimed_by = :me",
+            UpdateExpression="SET #s = :firing, claimed_by = :me, lane = :lane",
             ConditionExpression="#s = :standby OR (#s = :firing AND claimed_by = :me)",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
                 ":firing": {"S": "FIRING"},
                 ":standby": {"S": "STANDBY"},
                 ":me": {"S": me},
+                ":lane": {"S": lane("FIRING", message_id)},
             },
             ReturnValues="ALL_NEW",
         )
@@ -277,7 +279,8 @@ def deliver(
 
 def record(table: str, message_id: str, update: str, values: dict[str, Any]) -> bool:
     """A delivered message's final status, written until it lands (the claim is ours: no
-    condition); False if it never did (about two minutes of trying)."""
+    condition), the message leaving the status index; False if it never did (about two
+    minutes of trying)."""
     names = {"#s": "status", **({"#e": "error"} if "#e" in update else {})}
     for attempt in range(8):
         try:
@@ -295,24 +298,30 @@ def record(table: str, message_id: str, update: str, values: dict[str, Any]) -> 
     return False
 
 
-def fire_one(table: str, item: dict[str, Any]) -> str:
-    """Sleep to the message's publish time, deliver it, record DONE or FAILED (with the
-    target's error, as the waiting machine writes it): which, or UNRECORDED."""
+def fire_one(
+    table: str, item: dict[str, Any], recorder: concurrent.futures.Executor
+) -> concurrent.futures.Future[str]:
+    """Sleep to the message's publish time, deliver it, and have `recorder` write DONE or
+    FAILED (with the target's error, as the waiting machine writes it): its outcome, or
+    UNRECORDED. The write does not hold up the next delivery (a burst's status writes may
+    meet the table's throughput)."""
     message_id = item["id"]["S"]
     while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
         time.sleep(left)  # by the wall clock, re-checked: a sleep may end early
     try:
         deliver(item["target_arn"]["S"], delivery_of(item))
     except TargetFailed as exc:
-        error = {
-            ":failed": {"S": "FAILED"},
-            ":error": {"S": json.dumps({"Error": exc.error, "Cause": exc.cause})},
-        }
-        ok = record(table, message_id, "SET #s = :failed, #e = :error", error)
-        return "FAILED" if ok else "UNRECORDED"
+        cause = json.dumps({"Error": exc.error, "Cause": exc.cause})
+        error = {":failed": {"S": "FAILED"}, ":error": {"S": cause}}
+        update = "SET #s = :failed, #e = :error REMOVE lane"
+        return recorder.submit(_outcome, "FAILED", table, message_id, update, error)
     done = {":done": {"S": "DONE"}, ":at": {"S": _iso(time.time())}}
-    ok = record(table, message_id, "SET #s = :done, fired_at = :at", done)
-    return "DONE" if ok else "UNRECORDED"
+    update = "SET #s = :done, fired_at = :at REMOVE lane"
+    return recorder.submit(_outcome, "DONE", table, message_id, update, done)
+
+
+def _outcome(outcome: str, table: str, message_id: str, update: str, values: dict[str, Any]) -> str:
+    return outcome if record(table, message_id, update, values) else "UNRECORDED"
 
 
 # -- the slot ----------------------------------------------------------------------------
@@ -320,38 +329,48 @@ Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def fire(
-    table: str, slot: int, me: str, shard: int = 0, of: int = 1, invoke: Invoke | None = None
+    table: str,
+    slot: int,
+    me: str,
+    shard: int = 0,
+    of: int = 1,
+    invoke: Invoke | None = None,
+    retried: bool = False,
 ) -> dict[str, Any]:
     """Fire the slot's messages of this shard (shard 0 of 1: the whole slot, fanned out to
-    `invoke`d workers past CHUNK messages); counts by outcome (DONE, FAILED, UNRECORDED,
-    skipped: cancelled or claimed by another)."""
-    ids = members(table, slot, ("STANDBY", "FIRING"), shard, of)
+    `invoke`d workers past CHUNK messages, at most one per lane); counts by outcome (DONE,
+    FAILED, UNRECORDED, skipped: cancelled or claimed by another). `retried`: a retry of
+    the slot's Fire, which also takes up the messages it claimed before (FIRING, its own)."""
+    ids = members(table, slot, ("STANDBY", "FIRING") if retried else ("STANDBY",), shard, of)
     if of == 1 and len(ids) > CHUNK and invoke is not None:
-        return _fan_out(table, slot, me, math.ceil(len(ids) / CHUNK), invoke)
+        workers = min(scheduler_index.LANES, math.ceil(len(ids) / CHUNK))
+        return _fan_out(table, slot, me, workers, invoke, retried)
     counts: dict[str, int] = {}
-    with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+    pool = concurrent.futures.ThreadPoolExecutor(THREADS)
+    recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
+    with pool, recorder:
         for round_ in range(2):
             if round_:  # the index may have missed a message the first read: read again
                 ids = members(table, slot, ("STANDBY",), shard, of)
             claimed = [c for c in pool.map(lambda i: claim(table, i, me), ids) if c]
             counts["skipped"] = counts.get("skipped", 0) + len(ids) - len(claimed)
             claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
-            for outcome in pool.map(lambda c: fire_one(table, c), claimed):
-                counts[outcome] = counts.get(outcome, 0) + 1
+            recorded = list(pool.map(lambda c: fire_one(table, c, recorder), claimed))
+            for outcome in recorded:
+                counts[outcome.result()] = counts.get(outcome.result(), 0) + 1
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
     return counts
 
 
-def _fan_out(table: str, slot: int, me: str, of: int, invoke: Invoke) -> dict[str, Any]:
-    """Shards 1.. to workers (this function again, synchronously: a worker's failure
-    fails the slot, whose retry finds its own claims), shard 0 here."""
+def _fan_out(
+    table: str, slot: int, me: str, of: int, invoke: Invoke, retried: bool
+) -> dict[str, Any]:
+    """Every share to a worker (synchronously: a worker's failure fails the slot, whose
+    retry finds its own claims); this invocation only waits for them."""
     counts: dict[str, int] = {}
-    with concurrent.futures.ThreadPoolExecutor(of - 1) as pool:
-        workers = [
-            pool.submit(invoke, {"slot": slot, "execution": me, "shard": shard, "of": of})
-            for shard in range(1, of)
-        ]
-        results = [fire(table, slot, me, 0, of)] + [w.result() for w in workers]
+    event = {"slot": slot, "execution": me, "of": of, "retry": int(retried)}
+    with concurrent.futures.ThreadPoolExecutor(of) as pool:
+        results = list(pool.map(lambda shard: invoke({**event, "shard": shard}), range(of)))
     for result in results:
         for outcome, count in result.items():
             counts[outcome] = counts.get(outcome, 0) + count
@@ -370,11 +389,15 @@ def _invoker(function_arn: str) -> Invoke:
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    """The slot's state machine invokes it with {slot, execution}; a worker with its shard."""
-    table = SlotSettings.current().table
+    """The slot's state machine invokes it with {slot, execution, retry}; a worker with its
+    shard too."""
+    settings = SlotSettings.current()
+    table = settings.table
     shard, of = int(event.get("shard", 0)), int(event.get("of", 1))
-    invoke = _invoker(context.invoked_function_arn) if of == 1 else None
-    counts = fire(table, int(event["slot"]), str(event["execution"]), shard, of, invoke)
+    invoke = _invoker(settings.workers_function) if of == 1 else None
+    retried = int(event.get("retry", 0)) > 0
+    slot, me = int(event["slot"]), str(event["execution"])
+    counts = fire(table, slot, me, shard, of, invoke, retried)
     if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
         raise StatusNotRecorded(f"{counts['UNRECORDED']} delivered messages are still FIRING")
     return counts

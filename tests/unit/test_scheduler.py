@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.handlers import executions, runtime, scheduler, scheduler_api
+from exactly_once.handlers import executions, runtime, scheduler, scheduler_api, scheduler_index
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict
 from exactly_once.handlers.scheduler import SchedulerSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
@@ -22,23 +22,7 @@ def config(moto: None) -> Iterator[SchedulerSettings]:
     ddb = runtime.client("dynamodb")
     ddb.create_table(
         TableName="messages",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "status", "AttributeType": "S"},
-            {"AttributeName": "publish_at", "AttributeType": "N"},
-        ],
-        GlobalSecondaryIndexes=[
-            {
-                "IndexName": scheduler.STATUS_INDEX,
-                "KeySchema": [
-                    {"AttributeName": "status", "KeyType": "HASH"},
-                    {"AttributeName": "publish_at", "KeyType": "RANGE"},
-                ],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }
-        ],
-        BillingMode="PAY_PER_REQUEST",
+        **scheduler_index.table_schema(),
     )
     ddb.put_item(
         TableName="messages",
@@ -283,6 +267,7 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
                 "pk": {"S": f"MESSAGE#m{i}"},
                 "id": {"S": f"m{i}"},
                 "status": {"S": "RESERVED"},
+                "lane": {"S": scheduler_index.lane("RESERVED", f"m{i}")},
                 "publish_at": {"N": str(now + (30 if due else 86400 + i))},
                 "pad": {"S": "x" * 800},
             },
@@ -613,6 +598,8 @@ def test_a_claim_retried_after_its_answer_was_lost_goes_on_and_another_execution
         "Claim"
     ]
     message, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
+    stored = scheduler._item(config, message["id"])
+    assert stored is not None
 
     def run_claim(execution_id: str) -> str:
         """The Claim's UpdateItem as Step Functions sends it for this execution."""
@@ -620,6 +607,7 @@ def test_a_claim_retried_after_its_answer_was_lost_goes_on_and_another_execution
         parameters["Key"] = scheduler.message_key(message["id"])
         values = parameters["ExpressionAttributeValues"]
         values[":me"] = {"S": execution_id}
+        values[":lane"] = {"S": scheduler.execution_input(stored)["firingLane"]}
         try:
             runtime.client("dynamodb").update_item(**parameters)
         except ClientError as exc:

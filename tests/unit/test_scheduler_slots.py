@@ -108,7 +108,11 @@ def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_record
     retry = definition["States"]["Fire"]["Retry"]
     assert retry[0] == {"ErrorEquals": ["StatusNotRecorded"], "MaxAttempts": 0}
     payload = definition["States"]["Fire"]["Parameters"]["Payload"]
-    assert payload == {"slot.$": "$.slot", "execution.$": "$$.Execution.Id"}
+    assert payload == {
+        "slot.$": "$.slot",
+        "execution.$": "$$.Execution.Id",
+        "retry.$": "$$.State.RetryCount",
+    }
     # the Wait ends LEAD_SECONDS before the second, a whole second
     assert scheduler_slots.slot_input(1_800_000_000) == {
         "slot": 1_800_000_000,
@@ -166,8 +170,12 @@ def test_a_retried_clock_delivers_again_what_it_claimed_but_never_recorded(
     assert scheduler_slots.claim(config.table, message_id, "execution-1") is not None
     # THEN another execution cannot take it, and the same one (retried) delivers it
     assert scheduler_slots.claim(config.table, message_id, "execution-2") is None
-    assert scheduler_slots.fire(config.table, slot, "execution-2") == {"skipped": 1}
-    assert scheduler_slots.fire(config.table, slot, "execution-1") == {"skipped": 0, "DONE": 1}
+    assert scheduler_slots.fire(config.table, slot, "execution-2", retried=True) == {"skipped": 1}
+    assert scheduler_slots.fire(config.table, slot, "execution-1") == {"skipped": 0}
+    assert scheduler_slots.fire(config.table, slot, "execution-1", retried=True) == {
+        "skipped": 0,
+        "DONE": 1,
+    }
     assert [i for i, _ in sent] == [message_id]
 
 
@@ -219,7 +227,7 @@ def test_a_large_slot_fans_out_by_shard_and_fires_each_once(
         )
 
     counts = scheduler_slots.fire(config.table, slot, "big", invoke=invoke)
-    assert sorted(workers) == [(1, 3), (2, 3)]
+    assert sorted(workers) == [(0, 3), (1, 3), (2, 3)]
     assert counts["DONE"] == 12
     assert sorted(i for i, _ in sent) == sorted(ids)
 
@@ -230,15 +238,13 @@ def test_a_status_that_cannot_be_written_fails_the_slot_after_every_delivery(
     monkeypatch.setattr(scheduler_slots, "record", lambda *a: False)
     slot, _ = due_slot(config, [0.0, 0.1])
 
-    class Context:
-        invoked_function_arn = "arn:aws:lambda:us-east-1:1:function:slots"
-
     monkeypatch.setenv("TABLE", config.table)
+    monkeypatch.setenv("WORKERS_FUNCTION", "arn:aws:lambda:us-east-1:1:function:workers")
     from exactly_once.handlers import settings  # read once per cold start: start cold
 
     settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
     with pytest.raises(scheduler_slots.StatusNotRecorded, match="2 delivered"):
-        scheduler_slots.handler({"slot": slot, "execution": "x"}, Context())
+        scheduler_slots.handler({"slot": slot, "execution": "x"}, None)
     settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
     assert len(sent) == 2  # both delivered before the slot failed
 
@@ -295,3 +301,53 @@ def test_a_lambda_target_that_fails_is_a_target_failure_with_its_error(
     with pytest.raises(TargetFailed) as failed:
         scheduler_slots.send(TARGET, {"id": "m"})
     assert failed.value.error == "ValueError" and "injected failure" in failed.value.cause
+
+
+def test_the_status_index_spreads_messages_over_lanes_and_forgets_ended_ones(
+    config: SchedulerSettings,
+) -> None:
+    from exactly_once.handlers import scheduler_index
+
+    # GIVEN 200 messages registered for the same instant, one of them cancelled
+    publish = time.time() + 30
+    ids = [register(config, publish)["id"] for _ in range(200)]
+    scheduler.cancel(config, ids[0])
+    items = [scheduler._item(config, i) for i in ids]
+    # THEN they spread over every lane of STANDBY (no partition holds more than ~2x its share)
+    standby = [i for i in items[1:] if i is not None]
+    per_lane = {lane: 0 for lane in scheduler_index.lanes("STANDBY")}
+    for item in standby:
+        per_lane[item["lane"]["S"]] += 1
+    assert min(per_lane.values()) >= 1 and max(per_lane.values()) <= 2 * 200 / scheduler_index.LANES
+    # AND the cancelled one left the index (nothing reads ended messages by status)
+    assert items[0] is not None and "lane" not in items[0]
+    # AND the sweep and a slot read every lane
+    slot = math.floor(publish)
+    assert sorted(scheduler_slots.members(config.table, slot, ("STANDBY",))) == sorted(ids[1:])
+
+
+def test_the_cost_model_counts_what_a_slot_does(
+    config: SchedulerSettings, sent: list[tuple[str, float]]
+) -> None:
+    """benchmarks/scheduler_model.py prices these counts: here they are counted."""
+    from benchmarks import scheduler_model
+    from exactly_once.handlers import scheduler_index
+
+    slot, ids = due_slot(config, [0.1, 0.4, 0.7])
+    calls: list[str] = []
+    ddb = scheduler_slots._client("dynamodb")
+    ddb.meta.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
+    scheduler_slots.fire(config.table, slot, "execution-1")
+    # two writes per message (the claim, the final status), one Query per lane, twice
+    assert calls.count("UpdateItem") == 2 * len(ids)
+    assert calls.count("Query") * 0.5 == scheduler_model.SLOT.read_units_per_execution
+    assert calls.count("Query") == 2 * scheduler_index.LANES
+    assert len(calls) == calls.count("UpdateItem") + calls.count("Query")
+    # the claim moves a message between lanes, the final write removes it from the index
+    done = scheduler._item(config, ids[0])
+    assert done is not None and "lane" not in done
+    assert scheduler_model.SLOT.write_units_per_message == 3 + 2
+    # two transitions a slot: its machine's states, one after the other
+    states = slot_definition("arn:aws:lambda:us-east-1:1:function:slots")["States"]
+    assert len(states) == scheduler_model.SLOT.transitions_per_execution
+    assert len(sent) == len(ids)

@@ -1,0 +1,60 @@
+"""The scheduler's status index, written across lanes.
+
+DynamoDB gives each partition of an index at most 1,000 write units a second, and an
+index keyed by the status alone puts every STANDBY message (and every FIRING one) in one
+partition: ten thousand messages fired in the same second would queue their claims behind
+it for ten seconds, and throttle the table's own writes with them (DynamoDB developer
+guide, "GSI write throttling and back pressure"; "Using write sharding to distribute
+workloads evenly"). So each message lives in one of `LANES` lanes, chosen by its id, and
+the index is keyed by `lane` = "<status>#<lane>": a burst spreads over `LANES` partitions.
+A message leaves the index when it ends (DONE, FAILED, CANCELLED: `lane` removed), as
+nothing reads ended messages by status. Reading one status is one Query per lane.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+STATUS_INDEX = "by-lane"
+LANE = "lane"  # the index's partition key; its sort key is publish_at
+LANES = 16
+ENDED = frozenset({"DONE", "FAILED", "CANCELLED"})
+
+
+def lane_of(message_id: str) -> int:
+    """A message's lane, from its id (CRC-32 spreads any id evenly)."""
+    return zlib.crc32(message_id.encode()) % LANES
+
+
+def lane(status: str, message_id: str) -> str:
+    return f"{status}#{lane_of(message_id):02d}"
+
+
+def lanes(status: str, first: int = 0, step: int = 1) -> list[str]:
+    """The status's lanes (lanes first, first + step, ...: one share of them)."""
+    return [f"{status}#{n:02d}" for n in range(first, LANES, step)]
+
+
+def table_schema() -> dict[str, Any]:
+    """The messages table's keys and index, as CreateTable takes them (tests, benchmarks;
+    components/scheduler.py declares the same for Pulumi)."""
+    return {
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "AttributeDefinitions": [
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": LANE, "AttributeType": "S"},
+            {"AttributeName": "publish_at", "AttributeType": "N"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": STATUS_INDEX,
+                "KeySchema": [
+                    {"AttributeName": LANE, "KeyType": "HASH"},
+                    {"AttributeName": "publish_at", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }
+        ],
+        "BillingMode": "PAY_PER_REQUEST",
+    }
