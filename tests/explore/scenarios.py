@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import io
 import json
 import types
@@ -563,6 +564,116 @@ class SchedulerScenario(Scenario):
             quietly(injector, lambda a=arn: sfn.stop_execution(executionArn=a))
 
 
+class SlotScenario(SchedulerScenario):
+    """Pattern 3 through its slot clock: a message registered 30 s ahead (its slot's
+    clock started by the API and the stream), the slot's Fire run (retried as its state
+    machine retries it: the second attempt also takes up its own claims) with a
+    duplicated clock running whole at the twin point, then the sweep once it would be
+    overdue (which starts its own execution, should no clock have claimed it). It ends
+    DONE, fired once (more only where a fault hit the target's invoke after it ran:
+    documented at least once), never early."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.name = "3 scheduler, slot clock"
+
+    def setup(self) -> None:
+        super().setup()
+        from exactly_once.handlers import scheduler_slots
+
+        iam = runtime.client("iam")
+        role = iam.create_role(RoleName="slots", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        slots = runtime.client("stepfunctions").create_state_machine(
+            name="slots", definition=json.dumps(WAIT), roleArn=role
+        )["stateMachineArn"]
+        self.config = dataclasses.replace(self.config, slot_machine_arn=slots)
+        scheduler_slots._client.cache_clear()  # its clients in this moto world
+
+    def _run(self, tag: str, injector: Injector, clock: Clock) -> list[str]:
+        from exactly_once.handlers import scheduler, scheduler_slots
+        from tests.explore.machine import Machine
+
+        config = self.config
+        scheduler._STARTED_SLOTS.clear()
+        ddb = scheduler_slots._client("dynamodb")
+        injector.attach(ddb)
+        publish = round(clock.now + 30, 3)
+        fires: list[float] = []
+
+        def send(target_arn: str, delivery: dict[str, Any]) -> None:
+            def effect() -> None:
+                fires.append(clock.now)
+
+            around(injector, f"Invoke:{TARGET_FN}", effect)
+
+        def target(payload: dict[str, Any]) -> Any:  # a message's own execution's Fire
+            fires.append(clock.now)
+            return {"id": payload["id"]}
+
+        def clock_fn(payload: dict[str, Any]) -> Any:
+            clock.now = max(clock.now, float(payload["publishTime"]))
+            return {"late": 0}
+
+        model = Machine(self.definition, {CLOCK_FN: clock_fn, TARGET_FN: target}, clock, injector)
+        saved = (scheduler_slots.send, scheduler_slots.THREADS)
+        # one thread: the calls in one order, the same in every run of a schedule
+        scheduler_slots.send, scheduler_slots.THREADS = send, 1
+        try:
+            with clocked(clock, scheduler, scheduler_slots):
+                body = {"publishTime": publish, "channel": "demo", "parameters": {"t": tag}}
+                message, _ = quietly(injector, lambda: scheduler.register(config, body, tag))
+                message_id = message["id"]
+                slot = scheduler_slots.slot_of(publish)
+                item = quietly(injector, lambda: scheduler._item(config, message_id))
+                scheduler._STARTED_SLOTS.clear()  # the stream starter: another sandbox
+                for _ in range(6):  # the stream's record, retried by the event source mapping
+                    try:
+                        record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
+                        scheduler.start_records(config, {"Records": [record]}, Context("stream"))
+                        break
+                    except (Exception, SandboxDied):
+                        clock.advance(1)
+                execution = scheduler_slots.slot_name(slot)
+                injector.twin = lambda: self._fire(scheduler_slots, slot, "a-duplicated-clock")
+                clock.now = max(clock.now, slot - scheduler_slots.LEAD_SECONDS)  # its Wait
+                self._fire(scheduler_slots, slot, execution)
+                injector.twin = lambda: None
+                clock.advance(scheduler.OVERDUE_SECONDS + 10)
+                for _ in range(2):  # the sweep's schedule runs it again next period
+                    try:
+                        scheduler.sweep(config, context=Context("sweep"))
+                        break
+                    except (Exception, SandboxDied):
+                        clock.advance(60)
+                self._executions(injector, model, message_id)
+        finally:
+            scheduler_slots.send, scheduler_slots.THREADS = saved
+            Injector.detach(ddb)
+        final = quietly(injector, lambda: scheduler.get(config, message_id))
+        allowed = 1 + faults_at(injector, f"Invoke:{TARGET_FN}", ("lost", "crash", "resent"))
+        violations = []
+        if final is None or final["status"] != "DONE":
+            violations.append(f"message ended {final and final['status']}, not DONE")
+        if not fires:
+            violations.append("never fired")
+        elif len(fires) > allowed:
+            violations.append(f"fired {len(fires)} times (allowed {allowed})")
+        if fires and min(fires) < publish:
+            violations.append(f"fired {publish - min(fires):.3f}s early")
+        return violations
+
+    def _fire(self, slots: Any, slot: int, execution: str) -> None:
+        """The slot's Fire task: its attempts (LAMBDA_RETRY's, then States.ALL's), the
+        later ones told they are retries; one that could not record a status is not
+        retried (its handler raises StatusNotRecorded)."""
+        for attempt in range(4):
+            try:
+                slots.fire(self.config.table, slot, execution, retried=attempt > 0)
+                return
+            except (Exception, SandboxDied):
+                continue
+
+
 CHECKPOINT_FN = ARN.format("lambda", "function:checkpoint")
 
 
@@ -864,6 +975,7 @@ def more() -> list[Scenario]:
     return [
         SchedulerScenario(),
         SchedulerScenario(cancel=True),
+        SlotScenario(),
         ResumableScenario(),
         ResumableDurableScenario(),
     ]

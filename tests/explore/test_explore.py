@@ -49,6 +49,29 @@ def test_the_explorer_finds_a_planted_defect(monkeypatch: pytest.MonkeyPatch) ->
     assert any("[error@" in v and "never ran" in v for v in report.violations), report.violations
 
 
+def test_the_explorer_finds_a_slot_clock_that_claims_without_its_condition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from exactly_once.handlers import scheduler_slots
+
+    # GIVEN a slot clock whose claim takes any message, claimed or not (as if the claim
+    # were written without its condition)
+    real = scheduler_slots.claim
+
+    def unconditional(table: str, message_id: str, me: str) -> dict[str, Any] | None:
+        found = real(table, message_id, me)
+        if found is None:
+            key = {"pk": {"S": f"MESSAGE#{message_id}"}}
+            found = scheduler_slots._client("dynamodb").get_item(TableName=table, Key=key)
+            found = found["Item"]
+        return found
+
+    monkeypatch.setattr(scheduler_slots, "claim", unconditional)
+    report = explorer.explore(scenarios.SlotScenario(), count=0)
+    # THEN the duplicated clock is found firing the message a second time
+    assert any("[twin@" in v and "fired 2 times" in v for v in report.violations), report.violations
+
+
 def test_every_single_fault_comes_before_the_random_ones() -> None:
     listed = list(schedules(calls=2, seed=1, count=3))
     assert listed[0] == ()
