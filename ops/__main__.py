@@ -8,6 +8,8 @@
     python -m exactly_once.ops redrive --execution ARN      Step Functions' RedriveExecution
     python -m exactly_once.ops redrive-dlq --queue URL --function NAME   (any component)
                                            [--dry-run]  send dead letters back, once
+    python -m exactly_once.ops scheduler-lanes --table T  pending messages into the
+                                           status index's lanes (once, upgrading from 0.2)
 
 The workflow comes from --table and --state-machine (the component's outputs; `redrive`
 reads the machine from the execution's ARN), or from a stack's outputs as JSON (--outputs
@@ -66,6 +68,12 @@ COMMANDS = {
         "fails again returns to the queue with every reason. --dry-run lists them.",
         "--outputs outputs.json --component nameDedup --dry-run",
     ),
+    "scheduler-lanes": (
+        "Once, after upgrading a scheduler deployed before 0.3: give every pending message "
+        "its lane in the status index (the sweep and the slot clock read lanes). Safe to "
+        "run again.",
+        "--table my-scheduler-messages-1234567",
+    ),
 }
 DEAD_LETTERS = (
     "--queue https://sqs.REGION.amazonaws.com/ACCOUNT/orders-dlq --function orders-starter"
@@ -94,6 +102,9 @@ def parser() -> argparse.ArgumentParser:
     for name, (summary, example) in COMMANDS.items():
         if name == "redrive-dlq":
             _dead_letters_parser(commands, name, summary, example)
+            continue
+        if name == "scheduler-lanes":
+            _lanes_parser(commands, name, summary, example)
             continue
         command = commands.add_parser(
             name,
@@ -177,6 +188,30 @@ def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -
     where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
 
 
+def _lanes_parser(commands: Any, name: str, summary: str, example: str) -> None:
+    command = commands.add_parser(
+        name, help=summary, description=summary, epilog=f"example: {PROG} {name} {example}"
+    )
+    where = command.add_argument_group("which scheduler, where")
+    where.add_argument("--table", help="the scheduler's messages table (its `table` output)")
+    where.add_argument("--outputs", help="a stack's outputs as JSON (`pulumi stack output --json`)")
+    where.add_argument("--component", help="with --outputs: the output holding the scheduler's")
+    where.add_argument("--region", help="AWS region (default: the standard chain)")
+    where.add_argument("--profile", help="AWS profile (default: the standard chain)")
+    where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
+
+
+def _lanes(args: argparse.Namespace) -> dict[str, int]:
+    from exactly_once.ops.scheduler_lanes import add_lanes
+
+    table = args.table
+    if not table and args.outputs:
+        table = _outputs(args.outputs, args.component, {"table", "slotStateMachineArn"})["table"]
+    if not table:
+        raise CommandError("give --table, or --outputs (a stack's outputs) and --component")
+    return add_lanes(clients(args.endpoint_url, args.region, args.profile), table)
+
+
 def _dead_letters(args: argparse.Namespace) -> DeadLetters:
     queue, function = args.queue, args.function
     if not (queue and function) and args.outputs:
@@ -228,6 +263,8 @@ def _known_step(workflow: Checkpoints, step: str) -> str:
 def run(args: argparse.Namespace) -> Any:
     if args.command == "redrive-dlq":
         return _dead_letters(args).redrive(dry_run=args.dry_run)
+    if args.command == "scheduler-lanes":
+        return _lanes(args)
     if args.command == "redrive":
         return _workflow(args).redrive(args.execution)
     workflow = _workflow(args)

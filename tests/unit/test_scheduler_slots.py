@@ -351,3 +351,33 @@ def test_the_cost_model_counts_what_a_slot_does(
     states = slot_definition("arn:aws:lambda:us-east-1:1:function:slots")["States"]
     assert len(states) == scheduler_model.SLOT.transitions_per_execution
     assert len(sent) == len(ids)
+
+
+def test_scheduler_lanes_gives_pending_messages_of_an_older_deployment_their_lane(
+    config: SchedulerSettings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from exactly_once.ops.__main__ import main
+
+    # GIVEN messages written before the index had lanes: pending ones and an ended one
+    publish = time.time() + 30
+    ids = [register(config, publish)["id"] for _ in range(3)]
+    ended = register(config, publish)["id"]
+    scheduler.cancel(config, ended)
+    ddb = runtime.client("dynamodb")
+    for message_id in ids:
+        ddb.update_item(
+            TableName=config.table,
+            Key=scheduler.message_key(message_id),
+            UpdateExpression="REMOVE lane",
+        )
+    assert scheduler_slots.members(config.table, math.floor(publish), ("STANDBY",)) == []
+    # WHEN the operator runs the command (twice: it is safe to run again)
+    capsys.readouterr()  # (the registrations' log lines)
+    assert main(["scheduler-lanes", "--table", config.table]) == 0
+    assert json.loads(capsys.readouterr().out) == {"laned": 3, "ended": 1, "moved_on": 0}
+    assert main(["scheduler-lanes", "--table", config.table]) == 0
+    assert json.loads(capsys.readouterr().out) == {"laned": 0, "ended": 1, "moved_on": 0}
+    # THEN the slot (and the sweep) find them; the ended one stays out of the index
+    found = scheduler_slots.members(config.table, math.floor(publish), ("STANDBY",))
+    assert sorted(found) == sorted(ids)
+    assert "lane" not in (scheduler._item(config, ended) or {})
