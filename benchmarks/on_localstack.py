@@ -32,6 +32,7 @@ from exactly_once.components.etl import POWERTOOLS
 from exactly_once.components.functions import RUNTIME
 from exactly_once.components.lambda_asset import build_zip
 from tooling.clients import (
+    batch_entries,
     client,
     eventually,
     executions,
@@ -206,17 +207,7 @@ def burst(out: dict[str, Any], messages: int, clients: int = 4) -> dict[str, Any
     clients with a lead meant to cover the registrations; when each fired."""
     headers = {"x-api-key": out["apiKey"]}
     publish = float(int(time.time()) + 20 + messages // 25)
-    tag = new_tag()
-    entries = [
-        {
-            "id": f"e{i}",
-            "idempotencyKey": f"{tag}-{i}",
-            "publishTime": publish,
-            "channel": "demo",
-            "parameters": {"i": i},
-        }
-        for i in range(messages)
-    ]
+    entries = batch_entries([publish] * messages)
     batches = [entries[i : i + 100] for i in range(0, messages, 100)]
     began = time.time()
     with ThreadPoolExecutor(clients) as pool:

@@ -250,6 +250,21 @@ def fault(
         http("DELETE", url)
 
 
+def batch_entries(times: list[float], channel: str = "demo") -> list[dict[str, Any]]:
+    """POST /messages/batch entries, one per publish time, each by its own fresh key."""
+    tag = new_tag()
+    return [
+        {
+            "id": f"e{i}",
+            "idempotencyKey": f"{tag}-{i}",
+            "publishTime": at,
+            "channel": channel,
+            "parameters": {"i": i},
+        }
+        for i, at in enumerate(times)
+    ]
+
+
 def scheduler_live(out: dict[str, Any], timeout: float = 300) -> None:
     """Wait until the scheduler's stream starter is live. A new event source mapping starts
     polling a while after it is created (~2 min seen on LocalStack; minutes on AWS too); it

@@ -14,6 +14,7 @@ import pytest
 from exactly_once.handlers import scheduler as scheduler_handlers
 from exactly_once.handlers import scheduler_slots as slots
 from tooling.clients import (
+    batch_entries,
     client,
     eventually,
     executions,
@@ -482,21 +483,10 @@ def one_slot(scheduler: dict[str, Any], count: int, ahead: float) -> tuple[int, 
 
 def register_batch(scheduler: dict[str, Any], times: list[float]) -> dict[str, float]:
     """id -> when its batch registration answered."""
-    tag = new_tag()
-    entries = [
-        {
-            "id": f"e{i}",
-            "idempotencyKey": f"{tag}-{i}",
-            "publishTime": t,
-            "channel": "demo",
-            "parameters": {"i": i},
-        }
-        for i, t in enumerate(times)
-    ]
     status, answer = http(
         "POST",
         f"{scheduler['url']}/batch",
-        {"entries": entries},
+        {"entries": batch_entries(times)},
         {"x-api-key": scheduler["apiKey"]},
     )
     assert status == 200 and not answer["failed"], answer

@@ -534,6 +534,14 @@ class SchedulerScenario(Scenario):
             return violations
         if cancels and cancels[0] != 409:
             violations.append(f"a cancel answered {cancels[0]}")
+        return violations + self.verdict(final, fired, allowed, publish)
+
+    @staticmethod
+    def verdict(
+        final: dict[str, Any] | None, fired: list[float], allowed: int, publish: float
+    ) -> list[str]:
+        """DONE, fired at least once and at most `allowed` times, never before `publish`."""
+        violations = []
         if final is None or final["status"] != "DONE":
             violations.append(f"message ended {final and final['status']}, not DONE")
         if not fired:
@@ -651,16 +659,7 @@ class SlotScenario(SchedulerScenario):
             Injector.detach(ddb)
         final = quietly(injector, lambda: scheduler.get(config, message_id))
         allowed = 1 + faults_at(injector, f"Invoke:{TARGET_FN}", ("lost", "crash", "resent"))
-        violations = []
-        if final is None or final["status"] != "DONE":
-            violations.append(f"message ended {final and final['status']}, not DONE")
-        if not fires:
-            violations.append("never fired")
-        elif len(fires) > allowed:
-            violations.append(f"fired {len(fires)} times (allowed {allowed})")
-        if fires and min(fires) < publish:
-            violations.append(f"fired {publish - min(fires):.3f}s early")
-        return violations
+        return self.verdict(final, fires, allowed, publish)
 
     def _fire(self, slots: Any, slot: int, execution: str) -> None:
         """The slot's Fire task: its attempts (LAMBDA_RETRY's, then States.ALL's), the
