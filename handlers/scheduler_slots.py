@@ -251,12 +251,17 @@ def send(target_arn: str, delivery: dict[str, Any]) -> None:
 
 
 def deliver(
-    target_arn: str, delivery: dict[str, Any], sleep: Callable[[float], None] | None = None
+    target_arn: str,
+    delivery: dict[str, Any],
+    sleep: Callable[[float], None] | None = None,
+    deadline: float | None = None,
 ) -> None:
     """`send` with the waiting machine's retries: a throttle up to 30 times (1 s growing
-    1.5x to at most 5 s, full jitter), any other failure 3 times (1, 2, 4 s); then
-    TargetFailed. The target gets the message id: a retry after a lost answer is its to
-    drop (a FIFO queue or topic, a state machine and our own demo target do)."""
+    1.5x to at most 5 s, full jitter), or until `deadline` when later (a throttled call
+    never ran: waiting longer loses nothing, where giving up would mark the message
+    FAILED undelivered); any other failure 3 times (1, 2, 4 s); then TargetFailed. The
+    target gets the message id: a retry after a lost answer is its to drop (a FIFO queue
+    or topic, a state machine and our own demo target do)."""
     sleep = sleep or time.sleep  # read when called: a test's clock may stand in for time
     throttled = failed = 0
     while True:
@@ -265,7 +270,8 @@ def deliver(
             return
         except Exception as exc:
             code = aws_code(exc) if isinstance(exc, ClientError) else ""
-            if code in THROTTLE_CODES and throttled < THROTTLED_ATTEMPTS:
+            in_time = deadline is not None and time.time() + 5 < deadline
+            if code in THROTTLE_CODES and (throttled < THROTTLED_ATTEMPTS or in_time):
                 throttled += 1
                 sleep(random.uniform(0, min(5.0, 1.5**throttled)))
                 continue
@@ -300,7 +306,10 @@ def record(table: str, message_id: str, update: str, values: dict[str, Any]) -> 
 
 
 def fire_one(
-    table: str, item: dict[str, Any], recorder: concurrent.futures.Executor
+    table: str,
+    item: dict[str, Any],
+    recorder: concurrent.futures.Executor,
+    deadline: float | None = None,
 ) -> concurrent.futures.Future[str]:
     """Sleep to the message's publish time, deliver it, and have `recorder` write DONE or
     FAILED (with the target's error, as the waiting machine writes it): its outcome, or
@@ -310,7 +319,7 @@ def fire_one(
     while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
         time.sleep(left)  # by the wall clock, re-checked: a sleep may end early
     try:
-        deliver(item["target_arn"]["S"], delivery_of(item))
+        deliver(item["target_arn"]["S"], delivery_of(item), deadline=deadline)
     except TargetFailed as exc:
         cause = json.dumps({"Error": exc.error, "Cause": exc.cause})
         error = {":failed": {"S": "FAILED"}, ":error": {"S": cause}}
@@ -337,11 +346,13 @@ def fire(
     of: int = 1,
     invoke: Invoke | None = None,
     retried: bool = False,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
     """Fire the slot's messages of this shard (shard 0 of 1: the whole slot, fanned out to
     `invoke`d workers past CHUNK messages, at most one per lane); counts by outcome (DONE,
     FAILED, UNRECORDED, skipped: cancelled or claimed by another). `retried`: a retry of
-    the slot's Fire, which also takes up the messages it claimed before (FIRING, its own)."""
+    the slot's Fire, which also takes up the messages it claimed before (FIRING, its own).
+    `deadline`: until when a throttled delivery may be retried (the invocation's end)."""
     ids = members(table, slot, ("STANDBY", "FIRING") if retried else ("STANDBY",), shard, of)
     if of == 1 and len(ids) > CHUNK and invoke is not None:
         workers = min(scheduler_index.LANES, math.ceil(len(ids) / CHUNK))
@@ -356,7 +367,7 @@ def fire(
             claimed = [c for c in pool.map(lambda i: claim(table, i, me), ids) if c]
             counts["skipped"] = counts.get("skipped", 0) + len(ids) - len(claimed)
             claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
-            recorded = list(pool.map(lambda c: fire_one(table, c, recorder), claimed))
+            recorded = list(pool.map(lambda c: fire_one(table, c, recorder, deadline), claimed))
             for outcome in recorded:
                 counts[outcome.result()] = counts.get(outcome.result(), 0) + 1
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
@@ -398,7 +409,10 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     invoke = _invoker(settings.workers_function) if of == 1 else None
     retried = int(event.get("retry", 0)) > 0
     slot, me = int(event["slot"]), str(event["execution"])
-    counts = fire(table, slot, me, shard, of, invoke, retried)
+    # Throttled deliveries are retried until a minute before this invocation's timeout.
+    remaining = context.get_remaining_time_in_millis() / 1000 if context else None
+    deadline = time.time() + remaining - 60 if remaining else None
+    counts = fire(table, slot, me, shard, of, invoke, retried, deadline)
     if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
         raise StatusNotRecorded(f"{counts['UNRECORDED']} delivered messages are still FIRING")
     return counts

@@ -213,6 +213,32 @@ def test_a_throttled_delivery_is_retried_past_the_failure_budget() -> None:
     assert len(calls) == 11
 
 
+def test_a_throttle_past_its_attempts_is_retried_until_the_invocations_deadline() -> None:
+    # a throttled invoke never ran: giving up would mark the message FAILED undelivered
+    calls: list[int] = []
+
+    def throttled_for(times: int) -> Any:
+        def send(target_arn: str, delivery: dict[str, Any]) -> None:
+            calls.append(1)
+            if len(calls) <= times:
+                raise ClientError({"Error": {"Code": "TooManyRequestsException"}}, "Invoke")
+
+        return send
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(scheduler_slots, "send", throttled_for(60))
+        scheduler_slots.deliver(
+            TARGET, {"id": "m"}, sleep=lambda s: None, deadline=time.time() + 600
+        )
+        assert len(calls) == 61  # past the 30 attempts, within the deadline
+        calls.clear()
+        with pytest.raises(TargetFailed, match="TooManyRequests"):  # no deadline: 30, then 3
+            scheduler_slots.deliver(TARGET, {"id": "m"}, sleep=lambda s: None)
+        assert (
+            len(calls) == 1 + scheduler_slots.THROTTLED_ATTEMPTS + scheduler_slots.FAILED_ATTEMPTS
+        )
+
+
 def test_a_large_slot_fans_out_by_shard_and_fires_each_once(
     config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
