@@ -7,9 +7,9 @@ which reads the second's messages from the status index, claims each with the sa
 conditional write as a message's own execution (STANDBY -> FIRING, `claimed_by` the
 slot's execution: a retried or duplicated clock fires nothing twice), delivers each at
 its own millisecond, and writes DONE or FAILED. A slot past `CHUNK` messages fans out
-to more invocations of this function, each taking the messages whose id falls in its
-shard. Per message that is two writes and no state transition; the slot's own two
-transitions are shared by every message of its second (docs/cost.md).
+to the workers function (this handler with a whole vCPU), each worker taking a share of
+the status index's lanes. Per message that is two writes and no state transition; the
+slot's own two transitions are shared by every message of its second (docs/cost.md).
 
 A message joins its slot only if it is started before `join_by(slot)` (the slot then
 reads the index after the message was written, with `JOIN_MARGIN_SECONDS` for the
@@ -406,7 +406,8 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     settings = SlotSettings.current()
     table = settings.table
     shard, of = int(event.get("shard", 0)), int(event.get("of", 1))
-    invoke = _invoker(settings.workers_function) if of == 1 else None
+    fans_out = of == 1 and settings.workers_function  # (a worker never fans out again)
+    invoke = _invoker(settings.workers_function) if fans_out else None
     retried = int(event.get("retry", 0)) > 0
     slot, me = int(event["slot"]), str(event["execution"])
     # Throttled deliveries are retried until a minute before this invocation's timeout.
