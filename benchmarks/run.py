@@ -399,18 +399,28 @@ def bench_etl_memory(megabytes: int = 200) -> dict[str, Any]:
 
 
 def scheduler_rows(sch: dict[str, Any]) -> list[str]:
-    """The burst on LocalStack (slot clock vs one execution per message, one run), the
-    model's burst on AWS's quotas, and the cost per million by density."""
+    """The bursts on LocalStack (the slot clock at full size; slot clock vs one execution
+    per message side by side, one run), the model's burst on AWS's quotas, and the cost per
+    million by density."""
     from benchmarks import scheduler_model as model
 
-    n, slot, one = sch["messages"], sch["slot_clock"], sch["per_message"]
+    def outcome(run: dict[str, Any]) -> str:
+        return (
+            f"{run['fired_once']} / {run['fired_twice_or_more']} / {run['lost']} / {run['early']}"
+        )
+
+    full, pair = sch["slot_clock"], sch["side_by_side"]
+    n, slot, one = pair["messages"], pair["slot_clock"], pair["per_message"]
     alt = "(one execution per message)"
+    late = full["lateness_s"]
     rows = [
-        f"| scheduler on LocalStack: {n} due in one second, registered in batches of 100: "
-        f"fired once / twice / lost / early | {slot['fired_once']} / "
-        f"{slot['fired_twice_or_more']} / {slot['lost']} / {slot['early']} (slot clock) | "
-        f"{one['fired_once']} / {one['fired_twice_or_more']} / {one['lost']} / {one['early']} "
-        f"{alt} | - |",
+        f"| scheduler on LocalStack: {sch['messages']} due in one second, registered in batches "
+        f"of 100: fired once / twice / lost / early | {outcome(full)} (slot clock) | - | - |",
+        f"| scheduler on LocalStack: {sch['messages']} due in one second: lateness p50 / p99 / "
+        f"max, s; state transitions | {late['p50']:.2f} / {late['p99']:.2f} / {late['max']:.2f}; "
+        f"{full['transitions']} (slot clock) | - | - |",
+        f"| scheduler on LocalStack: {n} due in one second: fired once / twice / lost / early | "
+        f"{outcome(slot)} (slot clock) | {outcome(one)} {alt} | - |",
         *[
             f"| scheduler on LocalStack: {n} due in one second: lateness {q}, s | "
             f"{slot['lateness_s'][q]:.2f} | {one['lateness_s'][q]:.2f} {alt} | "
