@@ -429,7 +429,9 @@ def scheduler_rows(sch: dict[str, Any]) -> list[str]:
         ],
         f"| scheduler on LocalStack: {n} due in one second: state transitions, counted "
         f"(model: {model.SLOT.transitions_per_execution} / "
-        f"{model.PER_MESSAGE.transitions_per_execution * n}) | {slot['transitions']} | "
+        f"{model.PER_MESSAGE.transitions_per_execution * n}, "
+        f"{(model.PER_MESSAGE.transitions_per_execution + 1) * n} with channels of two kinds: "
+        f"a Choice) | {slot['transitions']} | "
         f"{one['transitions']} {alt} | {slot['transitions'] / max(one['transitions'], 1):.4f} |",
     ]
     burst = model.burst_table()
