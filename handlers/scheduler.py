@@ -31,7 +31,7 @@ from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
 from exactly_once.handlers.runtime import client, log, request_id
-from exactly_once.handlers.scheduler_index import ENDED, STATUS_INDEX, lane, lanes
+from exactly_once.handlers.scheduler_index import ENDED, STATUS_INDEX, due, lane, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import address, kind_of
 
@@ -336,26 +336,8 @@ def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[
     """Ids of `status` messages due by `horizon`, every lane, every page (the index bounds
     the read)."""
     for status_lane in lanes(status):
-        start: dict[str, Any] | None = None
-        while True:
-            query: dict[str, Any] = {
-                "TableName": config.table,
-                "IndexName": STATUS_INDEX,
-                "KeyConditionExpression": "lane = :lane AND publish_at <= :horizon",
-                "ExpressionAttributeValues": {
-                    ":lane": {"S": status_lane},
-                    ":horizon": {"N": f"{horizon:.3f}"},
-                },
-                "ProjectionExpression": "pk",  # the index is KEYS_ONLY
-            }
-            if start:
-                query["ExclusiveStartKey"] = start
-            page = _ddb().query(**query)
-            for item in page.get("Items", []):
-                yield item["pk"]["S"].removeprefix("MESSAGE#")
-            start = page.get("LastEvaluatedKey")
-            if not start:
-                break
+        for message_id, _ in due(_ddb(), config.table, status_lane, horizon):
+            yield message_id
 
 
 def sweep(

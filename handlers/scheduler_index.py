@@ -14,6 +14,7 @@ nothing reads ended messages by status. Reading one status is one Query per lane
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 STATUS_INDEX = "by-lane"
@@ -34,6 +35,34 @@ def lane(status: str, message_id: str) -> str:
 def lanes(status: str, first: int = 0, step: int = 1) -> list[str]:
     """The status's lanes (lanes first, first + step, ...: one share of them)."""
     return [f"{status}#{n:02d}" for n in range(first, LANES, step)]
+
+
+def due(
+    ddb: Any, table: str, status_lane: str, until: float, since: float | None = None
+) -> Iterator[tuple[str, float]]:
+    """(message id, publish time) of a lane's messages due by `until` (and from `since`),
+    every page: the one read of the index (the sweep's and the slot clock's)."""
+    condition = "lane = :lane AND publish_at <= :until"
+    values = {":lane": {"S": status_lane}, ":until": {"N": f"{until:.3f}"}}
+    if since is not None:
+        condition = "lane = :lane AND publish_at BETWEEN :since AND :until"
+        values[":since"] = {"N": f"{since:.3f}"}
+    start: dict[str, Any] | None = None
+    while True:
+        query: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": STATUS_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if start:
+            query["ExclusiveStartKey"] = start
+        page = ddb.query(**query)
+        for item in page.get("Items", []):  # (KEYS_ONLY: pk, lane, publish_at)
+            yield item["pk"]["S"].removeprefix("MESSAGE#"), float(item["publish_at"]["N"])
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return
 
 
 def table_schema() -> dict[str, Any]:

@@ -20,6 +20,7 @@ first read missed.
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import datetime as dt
@@ -28,13 +29,13 @@ import json
 import math
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from exactly_once.handlers import scheduler_index
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import log
-from exactly_once.handlers.scheduler_index import STATUS_INDEX, lane, lanes
+from exactly_once.handlers.scheduler_index import due, lane, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import FIFO, TargetKind, address, kind_of
 
@@ -124,36 +125,15 @@ def members(
     """Ids of the slot's messages in `statuses`, in this shard's lanes (shard i of n takes
     lanes i, i + n, ...), by publish time. One Query per lane, side by side."""
     wanted = [status_lane for status in statuses for status_lane in lanes(status, shard, of)]
+    ddb = _client("dynamodb")
+
+    def read(status_lane: str) -> list[tuple[str, float]]:
+        # publish times are stored to the millisecond: the second's last is .999
+        return list(due(ddb, table, status_lane, until=slot + 0.999, since=slot))
+
     with concurrent.futures.ThreadPoolExecutor(min(len(wanted), THREADS)) as pool:
-        pages = pool.map(lambda status_lane: list(_query(table, status_lane, slot)), wanted)
-        found = [
-            (float(item["publish_at"]["N"]), item["pk"]["S"].removeprefix("MESSAGE#"))
-            for items in pages
-            for item in items
-        ]
-    return [message_id for _, message_id in sorted(found)]
-
-
-def _query(table: str, status_lane: str, slot: int) -> Iterator[dict[str, Any]]:
-    start: dict[str, Any] | None = None
-    while True:
-        query: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "lane = :lane AND publish_at BETWEEN :from AND :to",
-            "ExpressionAttributeValues": {
-                ":lane": {"S": status_lane},
-                ":from": {"N": f"{slot}"},
-                ":to": {"N": f"{slot}.999"},  # publish times are stored to the millisecond
-            },
-        }
-        if start:
-            query["ExclusiveStartKey"] = start
-        page = _client("dynamodb").query(**query)
-        yield from page.get("Items", [])
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            return
+        found = [found for lane_found in pool.map(read, wanted) for found in lane_found]
+    return [message_id for message_id, _ in sorted(found, key=lambda f: f[1])]
 
 
 # -- claiming, delivering, recording ---------------------------------------------------------
@@ -357,7 +337,7 @@ def fire(
     if of == 1 and len(ids) > CHUNK and invoke is not None:
         workers = min(scheduler_index.LANES, math.ceil(len(ids) / CHUNK))
         return _fan_out(table, slot, me, workers, invoke, retried)
-    counts: dict[str, int] = {}
+    counts: collections.Counter[str] = collections.Counter(skipped=0)
     pool = concurrent.futures.ThreadPoolExecutor(THREADS)
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
     with pool, recorder:
@@ -365,13 +345,12 @@ def fire(
             if round_:  # the index may have missed a message the first read: read again
                 ids = members(table, slot, ("STANDBY",), shard, of)
             claimed = [c for c in pool.map(lambda i: claim(table, i, me), ids) if c]
-            counts["skipped"] = counts.get("skipped", 0) + len(ids) - len(claimed)
+            counts["skipped"] += len(ids) - len(claimed)
             claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
             recorded = list(pool.map(lambda c: fire_one(table, c, recorder, deadline), claimed))
-            for outcome in recorded:
-                counts[outcome.result()] = counts.get(outcome.result(), 0) + 1
+            counts.update(outcome.result() for outcome in recorded)
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
-    return counts
+    return dict(counts)
 
 
 def _fan_out(
@@ -379,14 +358,12 @@ def _fan_out(
 ) -> dict[str, Any]:
     """Every share to a worker (synchronously: a worker's failure fails the slot, whose
     retry finds its own claims); this invocation only waits for them."""
-    counts: dict[str, int] = {}
+    counts: collections.Counter[str] = collections.Counter()
     event = {"slot": slot, "execution": me, "of": of, "retry": int(retried)}
     with concurrent.futures.ThreadPoolExecutor(of) as pool:
-        results = list(pool.map(lambda shard: invoke({**event, "shard": shard}), range(of)))
-    for result in results:
-        for outcome, count in result.items():
-            counts[outcome] = counts.get(outcome, 0) + count
-    return counts
+        for result in pool.map(lambda shard: invoke({**event, "shard": shard}), range(of)):
+            counts.update(result)
+    return dict(counts)
 
 
 def _invoker(function_arn: str) -> Invoke:

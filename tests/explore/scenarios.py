@@ -502,22 +502,9 @@ class SchedulerScenario(Scenario):
             if self.cancel:
                 injector.twin = cancel
             item = quietly(injector, lambda: scheduler._item(config, message_id))
-            # the stream: the STANDBY image, retried by the event source mapping
-            for _ in range(6):
-                try:
-                    record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
-                    scheduler.start_records(config, {"Records": [record]}, Context("stream"))
-                    break
-                except (Exception, SandboxDied):
-                    clock.advance(1)
+            self.stream(item, clock)
             self._executions(injector, model, message_id)
-            clock.advance(scheduler.OVERDUE_SECONDS + 10)
-            for _ in range(2):  # the sweep's schedule runs it again next period
-                try:
-                    scheduler.sweep(config, context=Context("sweep"))
-                    break
-                except (Exception, SandboxDied):
-                    clock.advance(60)
+            self.sweep_when_overdue(clock)
             self._executions(injector, model, message_id)
             injector.twin = lambda: None
             if self.cancel and not cancels:
@@ -535,6 +522,30 @@ class SchedulerScenario(Scenario):
         if cancels and cancels[0] != 409:
             violations.append(f"a cancel answered {cancels[0]}")
         return violations + self.verdict(final, fired, allowed, publish)
+
+    def stream(self, item: dict[str, Any], clock: Clock) -> None:
+        """The stream: the message's STANDBY image, retried by the event source mapping."""
+        from exactly_once.handlers import scheduler
+
+        record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
+        for _ in range(6):
+            try:
+                scheduler.start_records(self.config, {"Records": [record]}, Context("stream"))
+                return
+            except (Exception, SandboxDied):
+                clock.advance(1)
+
+    def sweep_when_overdue(self, clock: Clock) -> None:
+        """The sweep once the message would be overdue, run again next period on failure."""
+        from exactly_once.handlers import scheduler
+
+        clock.advance(scheduler.OVERDUE_SECONDS + 10)
+        for _ in range(2):
+            try:
+                scheduler.sweep(self.config, context=Context("sweep"))
+                return
+            except (Exception, SandboxDied):
+                clock.advance(60)
 
     @staticmethod
     def verdict(
@@ -634,25 +645,13 @@ class SlotScenario(SchedulerScenario):
                 slot = scheduler_slots.slot_of(publish)
                 item = quietly(injector, lambda: scheduler._item(config, message_id))
                 scheduler._STARTED_SLOTS.clear()  # the stream starter: another sandbox
-                for _ in range(6):  # the stream's record, retried by the event source mapping
-                    try:
-                        record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
-                        scheduler.start_records(config, {"Records": [record]}, Context("stream"))
-                        break
-                    except (Exception, SandboxDied):
-                        clock.advance(1)
+                self.stream(item, clock)
                 execution = scheduler_slots.slot_name(slot)
                 injector.twin = lambda: self._fire(scheduler_slots, slot, "a-duplicated-clock")
                 clock.now = max(clock.now, slot - scheduler_slots.LEAD_SECONDS)  # its Wait
                 self._fire(scheduler_slots, slot, execution)
                 injector.twin = lambda: None
-                clock.advance(scheduler.OVERDUE_SECONDS + 10)
-                for _ in range(2):  # the sweep's schedule runs it again next period
-                    try:
-                        scheduler.sweep(config, context=Context("sweep"))
-                        break
-                    except (Exception, SandboxDied):
-                        clock.advance(60)
+                self.sweep_when_overdue(clock)
                 self._executions(injector, model, message_id)
         finally:
             scheduler_slots.send, scheduler_slots.THREADS = saved
