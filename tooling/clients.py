@@ -102,23 +102,53 @@ def invoke(function_name: str, event: Any) -> dict[str, Any]:
     return payload
 
 
-def drain(queue_url: str, wait: float = 1) -> list[dict[str, Any]]:
-    """Every message now in the queue (bodies parsed as JSON when they are)."""
+def dead_letters(queue_url: str, *tags: str, wait: float = 1) -> list[dict[str, Any]]:
+    """The queue's messages naming any of `tags` (bodies parsed as JSON when they are), taken
+    out of it. Tests run side by side and share the queues: every other message is left
+    where it was, hidden only while this read pages past it."""
     sqs = client("sqs")
-    messages: list[dict[str, Any]] = []
-    while True:
-        response = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=int(wait)
-        )
-        batch = response.get("Messages", [])
-        if not batch:
-            return messages
-        for message in batch:
-            try:
-                messages.append(json.loads(message["Body"]))
-            except json.JSONDecodeError:
-                messages.append({"raw": message["Body"]})
-            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    mine: list[dict[str, Any]] = []
+    others: list[str] = []
+    try:
+        while True:
+            response = sqs.receive_message(
+                QueueUrl=queue_url,
+                MaxNumberOfMessages=10,
+                WaitTimeSeconds=int(wait),
+                VisibilityTimeout=30,
+            )
+            batch = response.get("Messages", [])
+            if not batch:
+                return mine
+            for message in batch:
+                body = message["Body"]
+                if not any(tag in body for tag in tags):
+                    others.append(message["ReceiptHandle"])
+                    continue
+                try:
+                    mine.append(json.loads(body))
+                except json.JSONDecodeError:
+                    mine.append({"raw": body})
+                sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=message["ReceiptHandle"])
+    finally:
+        for handle in others:
+            sqs.change_message_visibility(
+                QueueUrl=queue_url, ReceiptHandle=handle, VisibilityTimeout=0
+            )
+
+
+def dead_lettered(
+    queue_url: str, *tags: str, count: int, timeout: float = 90
+) -> list[dict[str, Any]]:
+    """`dead_letters` naming `tags`, gathered as they arrive until there are `count`."""
+    found: list[dict[str, Any]] = []
+
+    def enough() -> bool:
+        found.extend(dead_letters(queue_url, *tags))
+        return len(found) >= count
+
+    eventually(enough, timeout=timeout)
+    return found
 
 
 def log_lines(function_name: str) -> list[str]:
@@ -234,7 +264,8 @@ def fault(
 ) -> Iterator[Callable[[], int]]:
     """Arm a fault (localstack/host_executor/host_executor/faults.py): the next `times`
     calls to `operation` whose body holds every string of `contains` answer `error`.
-    Yields a probe of how many were injected so far; disarms everything on exit."""
+    Yields a probe of how many were injected so far; disarms it on exit (only it: other
+    tests may run beside this one, their own faults armed)."""
     url = f"{ENDPOINT}/_localstack/exactly-once/faults"
     rule = {"operation": operation, "error": error, "times": times, "contains": contains}
     status, armed = http("POST", url, rule)
@@ -242,12 +273,12 @@ def fault(
 
     def injected() -> int:
         rules = http("GET", url)[1]["rules"]
-        return times - sum(r["times"] for r in rules if r["contains"] == contains)
+        return times - sum(r["times"] for r in rules if r["id"] == armed["id"])
 
     try:
         yield injected
     finally:
-        http("DELETE", url)
+        http("DELETE", f"{url}?id={armed['id']}")
 
 
 def batch_entries(times: list[float], channel: str = "demo") -> list[dict[str, Any]]:

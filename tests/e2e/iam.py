@@ -16,6 +16,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tests.e2e import session
 from tooling.clients import IAM_REPORT_URL, client
 from tooling.clients import iam_report as report
 
@@ -36,9 +37,6 @@ class Expected:
             and denial["action"] == self.action
             and self.after < denial["seq"] <= self.until
         )
-
-
-EXPECTED: list[Expected] = []
 
 
 def reset() -> None:
@@ -67,15 +65,17 @@ def last_seq() -> int:
 def expect_denials(principal: str, action: str) -> Iterator[Callable[[], list[dict]]]:
     """Declare the denials a test provokes inside this block; yields a probe of them."""
     expected = Expected(principal, action, last_seq())
-    EXPECTED.append(expected)
     try:
         yield lambda: [d for d in report().get("denials", []) if expected.covers(d)]
     finally:
         expected.until = last_seq()
+        session.expect(dataclasses.asdict(expected))  # for every process of the run
 
 
 def unexpected(found: dict[str, Any]) -> list[dict[str, Any]]:
-    return [d for d in found.get("denials", []) if not any(e.covers(d) for e in EXPECTED)]
+    """The denials no test of this run declared (in whichever process it ran)."""
+    declared = [Expected(**record) for record in session.expected()]
+    return [d for d in found.get("denials", []) if not any(e.covers(d) for e in declared)]
 
 
 def summary(found: dict[str, Any]) -> list[str]:
@@ -83,9 +83,10 @@ def summary(found: dict[str, Any]) -> list[str]:
     if found.get("mode") == "off":
         return ["IAM enforcement is off (EXACTLY_ONCE_IAM=off): nothing was checked"]
     totals = found["totals"]
+    surprising = unexpected(found)
     lines = [
         f"IAM ({found['mode']}): {totals['checked']} calls checked, {totals['allowed']} "
-        f"allowed, {totals['denied']} denied ({len(unexpected(found))} unexpected), "
+        f"allowed, {totals['denied']} denied ({len(surprising)} unexpected), "
         f"{totals['unchecked']} unchecked, {totals['exempt']} by the exempt admin (tests, deploy)",
         "  by principal (checked / allowed / denied):",
     ]
@@ -98,7 +99,7 @@ def summary(found: dict[str, Any]) -> list[str]:
     lines.append("  unchecked, by reason:")
     lines += [f"    {count:6d}  {reason}" for reason, count in found["unchecked"].items()]
     for denial in found["denials"]:
-        mark = "UNEXPECTED " if denial in unexpected(found) else "expected "
+        mark = "UNEXPECTED " if denial in surprising else "expected "
         lines.append(f"  {mark}denial: {denial['operation']}: {denial['reason']}")
     return lines
 

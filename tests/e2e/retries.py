@@ -3,10 +3,9 @@ event will be retried, and Lambda's asynchronous retry started it exactly once."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from tooling.clients import drain, eventually, executions, log_lines, steady
+from tooling.clients import dead_letters, eventually, executions, log_lines, steady
 
 
 def retry_warning(out: dict[str, Any], tag: str) -> str:
@@ -19,4 +18,4 @@ def started_once_by_the_retry(out: dict[str, Any], tag: str) -> None:
     nothing dead-lettered."""
     eventually(lambda: executions(out["stateMachineArn"], tag), timeout=150, interval=2)
     assert steady(lambda: len(executions(out["stateMachineArn"], tag)), seconds=3) == 1
-    assert [m for m in drain(out["dlqUrl"], wait=0) if tag in json.dumps(m)] == []
+    assert dead_letters(out["dlqUrl"], tag, wait=0) == []

@@ -92,6 +92,7 @@ def test_keys_the_old_template_merged_start_one_execution_each(api: dict[str, An
     assert names == {execution_name(key) for key in keys} and len(names) == 4
 
 
+@pytest.mark.exclusive  # counts every execution of the machine
 def test_a_key_too_long_to_name_injectively_is_400_with_the_reason(api: dict[str, Any]) -> None:
     # GIVEN a key whose encoded name would leave a retry no room (over 53 UTF-8 bytes)
     key = f"in/{new_tag()}/" + "é" * 30
@@ -104,6 +105,7 @@ def test_a_key_too_long_to_name_injectively_is_400_with_the_reason(api: dict[str
     assert len(executions(api["stateMachineArn"])) == before
 
 
+@pytest.mark.exclusive  # counts every execution of the machine
 def test_body_without_the_key_is_400_and_starts_nothing(api: dict[str, Any]) -> None:
     before = len(executions(api["stateMachineArn"]))
     status, answer = post(api, {"detail": {"object": {"size": 1}}})

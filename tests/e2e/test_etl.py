@@ -15,7 +15,7 @@ import pytest
 from tooling import events
 from tooling.clients import (
     client,
-    drain,
+    dead_letters,
     eventually,
     invoke,
     invoke_raw,
@@ -197,9 +197,7 @@ def test_a_malformed_csv_gets_an_error_record_and_a_dlq_entry_and_no_output(
 ) -> None:
     tag = new_tag()
     upload(etl, f"in/{tag}.csv", b"id,name,amount\n1,alpha,not-a-number\n")
-    [message] = eventually(
-        lambda: [m for m in drain(etl["dlqUrl"]) if tag in m.get("object", "")], timeout=90
-    )
+    [message] = eventually(lambda: dead_letters(etl["dlqUrl"], tag), timeout=90)
     assert "amount" in message["reason"] and "float" in message["reason"]
     items = client("dynamodb").scan(TableName=etl["controlTable"], ConsistentRead=True)["Items"]
     [record] = [i for i in items if i["id"]["S"].startswith("failed#") and tag in i["id"]["S"]]
@@ -267,8 +265,6 @@ def test_a_bad_input_in_a_teams_bucket_is_dead_lettered_with_the_reason(
     etl = stack["etl"]["etl-teams-bucket"]
     tag = new_tag()
     upload(etl, f"incoming/{tag}.jsonl", b'{"id": 1}\nnot json\n')
-    [message] = eventually(
-        lambda: [m for m in drain(etl["dlqUrl"]) if tag in m.get("object", "")], timeout=90
-    )
+    [message] = eventually(lambda: dead_letters(etl["dlqUrl"], tag), timeout=90)
     assert "line 2 is not JSON" in message["reason"]
     assert keys(etl["outputBucket"], f"out/incoming/{tag}") == []

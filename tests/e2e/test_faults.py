@@ -20,7 +20,8 @@ from tooling import events as s3
 from tooling.clients import (
     api_executions,
     client,
-    drain,
+    dead_lettered,
+    dead_letters,
     eventually,
     execution_input,
     executions,
@@ -96,7 +97,6 @@ SDK_ATTEMPTS = 4
 def test_a_throttled_start_is_retried_by_lambda_and_starts_once(stack: dict[str, Any]) -> None:
     out = stack["nameDedup"]
     tag = new_tag()
-    drain(out["dlqUrl"], wait=0)
     # GIVEN StartExecution throttles every SDK attempt the upload's first delivery makes
     throttle = [tag, out["stateMachineArn"]]
     with fault("stepfunctions.StartExecution", "ThrottlingException", SDK_ATTEMPTS, throttle) as n:
@@ -157,7 +157,7 @@ def test_a_throttled_scheduler_start_is_retried_by_the_stream_and_fires_once(
 
     eventually(fires, timeout=150, interval=1)
     assert steady(fires, seconds=3) == 1
-    assert [m for m in drain(out["dlqUrl"], wait=0) if created["id"] in json.dumps(m)] == []
+    assert dead_letters(out["dlqUrl"], created["id"], wait=0) == []
 
 
 def test_a_throttled_scheduler_target_is_retried_and_fires_once(scheduler: dict[str, Any]) -> None:
@@ -239,14 +239,15 @@ BAD_EVENTS = [
 ]
 
 
+@pytest.mark.exclusive  # counts every execution of the machine
 def test_bad_eventbridge_events_go_to_the_dlq_with_a_reason(stack: dict[str, Any]) -> None:
     out = stack["nameDedup"]
-    drain(out["dlqUrl"], wait=0)
     before = len(executions(out["stateMachineArn"]))
-    for event in BAD_EVENTS:
-        result = invoke(out["functionName"], {**event, "id": new_tag()})
+    ids = [new_tag() for _ in BAD_EVENTS]
+    for event, event_id in zip(BAD_EVENTS, ids, strict=True):
+        result = invoke(out["functionName"], {**event, "id": event_id})
         assert result["status"] == "REJECTED" and result["reason"]
-    parked = eventually(lambda: len(found := drain(out["dlqUrl"])) >= len(BAD_EVENTS) and found)
+    parked = dead_lettered(out["dlqUrl"], *ids, count=len(ids))
     assert all(m["reason"] for m in parked)
     assert len(executions(out["stateMachineArn"])) == before
 
@@ -271,6 +272,7 @@ def bad_bodies() -> list[bytes]:
     ]
 
 
+@pytest.mark.exclusive  # counts every message of the table
 def test_bad_scheduler_bodies_are_400_and_store_nothing(stack: dict[str, Any]) -> None:
     out = stack["scheduler"]
     count = lambda: client("dynamodb").scan(TableName=out["table"], Select="COUNT")["Count"]  # noqa: E731
@@ -282,6 +284,7 @@ def test_bad_scheduler_bodies_are_400_and_store_nothing(stack: dict[str, Any]) -
     assert count() == before
 
 
+@pytest.mark.exclusive  # counts every execution of the machine
 def test_bad_api_starter_bodies_are_400_and_start_nothing(stack: dict[str, Any]) -> None:
     out = stack["apiStarter"]
     before = len(executions(out["stateMachineArn"]))
@@ -322,16 +325,8 @@ def test_bad_s3_objects_get_an_error_record_a_dlq_entry_and_no_output(
 ) -> None:
     out = stack["etl"]["etl-deterministic"]
     tag = new_tag()
-    drain(out["dlqUrl"], wait=0)
     for i, body in enumerate(BAD_CSVS):
         client("s3").put_object(Bucket=out["inputBucket"], Key=f"in/{tag}/{i}.csv", Body=body)
-    parked = eventually(
-        lambda: (
-            len(found := [m for m in drain(out["dlqUrl"]) if tag in m.get("object", "")])
-            >= len(BAD_CSVS)
-            and found
-        ),
-        timeout=60,
-    )
+    parked = dead_lettered(out["dlqUrl"], tag, count=len(BAD_CSVS), timeout=60)
     assert all(m["reason"] for m in parked)
     assert keys(out["outputBucket"], f"out/in/{tag}/") == []

@@ -26,7 +26,7 @@ from tooling.clients import (
     ENDPOINT,
     api_executions,
     client,
-    drain,
+    dead_letters,
     eventually,
     executions,
     fire_record,
@@ -37,6 +37,10 @@ from tooling.clients import (
     new_tag,
     steady,
 )
+
+# Each test takes a permission away from a role (or counts every denial so far): no other
+# test may run meanwhile (tests/e2e/session.py).
+pytestmark = pytest.mark.exclusive
 
 
 @pytest.fixture(autouse=True)
@@ -61,7 +65,6 @@ def test_a_starter_refused_start_execution_is_retried_never_lost(stack: dict[str
     out = stack["nameDedup"]
     tag = new_tag()
     role = function_role(out["functionName"])
-    drain(out["dlqUrl"], wait=0)
     with iam.expect_denials(iam.role_name(role), "states:StartExecution") as denied:
         # GIVEN the starter's role without states:StartExecution
         with iam.role_policy_without(role, "states:StartExecution"):
@@ -243,7 +246,6 @@ def test_a_deleted_input_version_is_dead_lettered_with_the_reason(stack: dict[st
     role = function_role(out["functionName"])
     tag = new_tag()
     key = f"in/{tag}.csv"
-    drain(out["dlqUrl"], wait=0)
     s3 = client("s3")
     # GIVEN an upload whose own delivery fails (its role may not read versions for now)
     with (
@@ -260,7 +262,7 @@ def test_a_deleted_input_version_is_dead_lettered_with_the_reason(stack: dict[st
     # object is rejected with that reason and dead-lettered once, never retried forever
     [rejected] = result["results"]
     assert rejected["status"] == "REJECTED" and "is gone" in rejected["reason"], rejected
-    [message] = eventually(lambda: [m for m in drain(out["dlqUrl"]) if tag in json.dumps(m)])
+    [message] = eventually(lambda: dead_letters(out["dlqUrl"], tag))
     assert "is gone" in message["reason"]
     assert keys(out["outputBucket"], f"out/in/{tag}") == []
 

@@ -13,7 +13,7 @@ import pytest
 from tooling import events
 from tooling.clients import (
     client,
-    drain,
+    dead_letters,
     eventually,
     execution_input,
     executions,
@@ -143,7 +143,6 @@ def test_failed_execution_is_retried_once_under_the_next_attempt_name(
 def test_bad_event_goes_to_the_dlq_and_starts_nothing(starter: dict[str, Any]) -> None:
     # GIVEN an event that matches the rule but carries no object key
     tag = new_tag()
-    drain(starter["dlqUrl"], wait=0)
     detail = {"bucket": {"name": starter["bucket"]}, "object": {"size": 1}, "tag": tag}
     response = client("events").put_events(
         Entries=[
@@ -160,7 +159,7 @@ def test_bad_event_goes_to_the_dlq_and_starts_nothing(starter: dict[str, Any]) -
     [message] = eventually(
         lambda: [
             m
-            for m in drain(starter["dlqUrl"])
+            for m in dead_letters(starter["dlqUrl"], tag)
             if m.get("event", {}).get("detail", {}).get("tag") == tag
         ]
     )

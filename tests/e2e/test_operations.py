@@ -69,6 +69,7 @@ def test_each_component_has_its_alarms_and_its_dashboard(
     assert body["widgets"] and all(w["properties"]["metrics"] for w in body["widgets"])
 
 
+@pytest.mark.exclusive  # redrives the whole DLQ
 def test_a_dead_letter_alarms_and_one_redrive_applies_it_once(
     stack: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,8 @@ AWS error (LocalStack's own chaos API is not in the community edition).
                "error": "ThrottlingException", "times": 2, "contains": ["<tag>", "<arn>"]}
     GET    /_localstack/exactly-once/faults  -> {"rules": [...]} (what is still armed)
     DELETE /_localstack/exactly-once/faults  -> disarm everything
+    DELETE /_localstack/exactly-once/faults?id=<id>  -> disarm one rule (POST answers its id;
+               tests run side by side, each disarming its own)
 
 A rule fails the next `times` requests to `operation` whose raw body contains every
 string of `contains` (so a test only hits its own calls) with `error`, `message` and
@@ -19,6 +21,7 @@ from __future__ import annotations
 import io
 import logging
 import threading
+import uuid
 from typing import Any
 
 from localstack.runtime import hooks
@@ -54,6 +57,7 @@ def _rule(body: Any) -> dict[str, Any]:
         "times": times,
         "contains": contains,
         "injected": 0,
+        "id": uuid.uuid4().hex,
     }
 
 
@@ -128,9 +132,11 @@ class FaultsResource:
         return Response.for_json(rule, status=201)
 
     def on_delete(self, request: Any) -> dict[str, Any]:
+        one = request.args.get("id")
         with _lock:
-            cleared = len(_rules)
-            _rules.clear()
+            kept = [rule for rule in _rules if one and rule["id"] != one]
+            cleared = len(_rules) - len(kept)
+            _rules[:] = kept
         return {"cleared": cleared}
 
 
