@@ -65,8 +65,12 @@ from exactly_once.handlers.targets import TargetKind, kind_of
 # for its cold start and a slow host.
 CLOCK_TIMEOUT_SECONDS = LEAD_SECONDS + 8
 # The slot function delivers a second's messages, each retried as the waiting machine's
-# Fire step would, and a Lambda target may take up to 15 minutes: Lambda's longest.
+# Fire step would, and a Lambda target may take up to 15 minutes: Lambda's longest. Its
+# workers stop a minute sooner: the function that invoked them fans out at once, so they
+# are dead (Lambda stops a function at its timeout) before a retry of it could take up
+# their claims (handlers/scheduler_slots.py: a claim's lease).
 SLOT_TIMEOUT_SECONDS = 900
+WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60
 # What the stream starter is given: STANDBY images (to start), and a FIRING message's
 # final image (its Fired, lateness or Failed metrics: no function of ours sees those).
 STREAM_FILTERS = (
@@ -326,8 +330,10 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
                     "Payload": {
                         "slot.$": "$.slot",
                         "execution.$": "$$.Execution.Id",
-                        # a retry also takes up what an earlier attempt claimed
+                        # each attempt claims as itself; a retry, or a restart of a slot
+                        # whose claimant died, also takes up claims whose lease ended
                         "retry.$": "$$.State.RetryCount",
+                        "restart.$": "$.restart",
                     },
                 },
                 "ResultSelector": {"fired.$": "$.Payload"},
@@ -572,7 +578,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             statements=statements,
             environment=SlotSettings.environment(table=table.name, workers_function="")
             | environment,
-            timeout=SLOT_TIMEOUT_SECONDS,
+            timeout=WORKERS_TIMEOUT_SECONDS,
             memory_size=1769,
             parent=self,
         ).function
@@ -660,7 +666,8 @@ class Scheduler(Watched, pulumi.ComponentResource):
                 allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.arn]),
                 # STANDBY messages whose stream record never started them, stopped again
                 # should a cancel have come meanwhile; an overdue one's ended execution is
-                # described before its next attempt starts
+                # described before its next attempt starts; a slot restarted for a claim
+                # whose claimant died
                 allow(["states:StartExecution"], [machine.arn, slots.arn]),
                 allow(
                     ["states:DescribeExecution", "states:StopExecution"],

@@ -28,6 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from exactly_once.handlers import metrics
+from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
 from exactly_once.handlers.runtime import client, log, request_id
@@ -368,19 +369,50 @@ def sweep(
     for message_id in _due(config, Status.RESERVED, horizon):
         read += 1
         moved += transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
-    # FIRING that long means its execution ended without writing DONE or FAILED.
-    stuck = sum(1 for _ in _due(config, Status.FIRING, now - STUCK_FIRING_SECONDS))
+    restarted_slots, stuck = _firing(config, now, context)
     result = {
         "read": read,
         "moved": moved,
         "standby": standby,
-        "restarted": restarted,
+        "restarted": restarted + restarted_slots,
         "overdue": overdue_count + stuck,
     }
     log("INFO", "sweep", window_seconds=config.window_seconds, **result)
     # Every sweep reports, 0 included: the Overdue alarm sees a datum each period.
     metrics.emit(PATTERN, Overdue=result["overdue"])
     return result
+
+
+def _firing(config: SchedulerSettings, now: float, context: Any) -> tuple[int, int]:
+    """FIRING messages past their time: (slot restarts started, overdue). A slot's claim
+    whose lease ended (its claimant died: Lambda stopped it at its timeout) is taken up by
+    a restart of its slot, one per sweep that finds it (`scheduler_slots.restart_name`:
+    a restart whose index read missed it is followed by the next sweep's): at least once
+    to the target, with the id, as any retried delivery; one with no lease (a
+    message's own execution) is counted once it has been FIRING too long (its execution
+    ended without writing DONE or FAILED)."""
+    restarted = overdue = 0
+    for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
+        image = _item(config, message_id)
+        if image is None or image["status"]["S"] != Status.FIRING:
+            continue
+        publish_at = float(image["publish_at"]["N"])
+        if "lease" in image and config.slot_machine_arn:
+            lease = float(image["lease"]["N"])
+            if lease >= now:
+                continue  # its claimant may still be delivering it
+            overdue += 1
+            slot = slots.slot_of(publish_at)
+            outcome = start_once(
+                config.slot_machine_arn,
+                slots.restart_name(slot, now),
+                slots.slot_input(slot, restart=True),
+                request_id(context),
+            )
+            restarted += outcome.status == "STARTED"
+        elif publish_at < now - STUCK_FIRING_SECONDS:
+            overdue += 1
+    return restarted, overdue
 
 
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:
@@ -434,8 +466,6 @@ def start(
     its id. Either is started once, however often asked (with ALLOW_DUPLICATE_FAILED_ONLY:
     the next attempt of its own execution, after one that ended unclaimed)."""
     if config.slot_machine_arn and reuse_policy == ReusePolicy.REJECT_DUPLICATE:
-        from exactly_once.handlers import scheduler_slots as slots
-
         slot = slots.slot_of(float(image["publish_at"]["N"]))
         if time.time() < slots.join_by(slot):
             outcome = _start_slot(config.slot_machine_arn, slot, context)
@@ -461,8 +491,6 @@ _STARTED_SLOTS: dict[tuple[str, int], Outcome] = {}
 
 
 def _start_slot(machine_arn: str, slot: int, context: Any) -> Outcome:
-    from exactly_once.handlers import scheduler_slots as slots
-
     known = _STARTED_SLOTS.get((machine_arn, slot))
     if known is not None:
         return dataclasses.replace(known, status="DUPLICATE")

@@ -61,6 +61,9 @@ THROTTLE_CODES = frozenset(
     }
 )
 THROTTLED_ATTEMPTS, FAILED_ATTEMPTS = 30, 3
+CLAIM_ATTEMPTS = 4
+SLOT_SECONDS = 900  # a slot invocation's most (Lambda's longest timeout), when not told
+HOLD_MARGIN_SECONDS = 60  # left of an invocation's time after waiting for a lease to end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,27 +98,49 @@ def _iso(epoch: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def slot_input(slot: int) -> dict[str, Any]:
-    """A slot execution's input: its second, and when its Wait ends (whole seconds)."""
+def slot_input(slot: int, restart: bool = False) -> dict[str, Any]:
+    """A slot execution's input: its second, when its Wait ends (whole seconds), and
+    whether it restarts a slot whose claimant died (`restart_name`)."""
     wake = dt.datetime.fromtimestamp(slot - LEAD_SECONDS, dt.UTC)
-    return {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ"), "restart": restart}
+
+
+def restart_name(slot: int, swept_at: float) -> str:
+    """The execution that takes up a slot's messages left FIRING by a claimant that died:
+    one per sweep that finds such a claim (a restart that missed one, its index lagging,
+    is followed by the next sweep's)."""
+    return f"{slot_name(slot)}-swept-{math.floor(swept_at)}"
 
 
 # -- clients -------------------------------------------------------------------------------
+# Sends per call. A delivery (or a worker's invoke) is sent once by the SDK: its retries are
+# ours (`deliver`), each a decision, never a silent resend of something that may have run
+# (botocore's `max_attempts` counts retries, so 1 would be two sends; `total_max_attempts`
+# counts sends). DynamoDB's conditional writes are safe to resend.
+DELIVERY_SENDS, DYNAMODB_SENDS = 1, 6
+
+
 @functools.cache
 def _client(service: str) -> Any:
-    """Clients sized for this function's threads. A delivery's retries are ours (the waiting
-    machine's semantics), and a Lambda target may run up to 15 minutes: the read timeout
-    must outlast it, or botocore would give up and retry a target that is still running."""
+    """Clients sized for this function's threads. A Lambda target (or a worker) may run up
+    to 15 minutes: the read timeout outlasts it, or the caller would give up on one still
+    running."""
     import boto3
     from botocore.config import Config
 
+    sends = DYNAMODB_SENDS if service == "dynamodb" else DELIVERY_SENDS
     config = Config(
         max_pool_connections=THREADS * 2,
         read_timeout=900 if service == "lambda" else 60,
-        retries={"max_attempts": 1 if service != "dynamodb" else 5, "mode": "standard"},
+        retries={"total_max_attempts": sends, "mode": "standard"},
     )
     return boto3.client(service, config=config)  # type: ignore[call-overload]
+
+
+def clients() -> None:
+    """Every client, built once at cold start (not by 32 threads at once, each building one)."""
+    for service in ("dynamodb", "lambda", "sqs", "sns", "stepfunctions", "events"):
+        _client(service)
 
 
 # -- reading the slot ------------------------------------------------------------------------
@@ -133,7 +158,11 @@ def members(
 
     with concurrent.futures.ThreadPoolExecutor(min(len(wanted), THREADS)) as pool:
         found = [found for lane_found in pool.map(read, wanted) for found in lane_found]
-    return [message_id for message_id, _ in sorted(found, key=lambda f: f[1])]
+    # Once each: an index read is eventually consistent, and an item moving from STANDBY
+    # to FIRING may be listed in both lanes for a moment (DynamoDB developer guide,
+    # "Read consistency for global secondary indexes").
+    ordered = (message_id for message_id, _ in sorted(found, key=lambda f: f[1]))
+    return list(dict.fromkeys(ordered))
 
 
 # -- claiming, delivering, recording ---------------------------------------------------------
@@ -141,29 +170,68 @@ def _key(message_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"MESSAGE#{message_id}"}}
 
 
-def claim(table: str, message_id: str, me: str) -> dict[str, Any] | None:
-    """STANDBY -> FIRING for `me` (the slot's execution), or its own earlier claim (a retried
-    slot finds it); the message, or None when it was cancelled or claimed by another."""
+def claimant(execution: str, attempt: int) -> str:
+    """Who claims: one attempt of one slot execution's Fire (its retry is another)."""
+    return f"{execution}#{attempt}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claim's answer: the message (now ours), or why not: `held_until` when a live lease
+    holds it (another attempt, still running, delivers it), else cancelled, ended or gone."""
+
+    item: dict[str, Any] | None
+    held_until: float | None = None
+
+
+def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
+    """STANDBY -> FIRING for `me`, holding it until `lease` (the claiming invocation's end);
+    or FIRING taken over from a claimant whose lease ended (dead: Lambda stopped it at its
+    timeout); or `me`'s own earlier claim (a claim resent after a lost answer)."""
+    now = time.time()
     try:
         answer = _client("dynamodb").update_item(
             TableName=table,
             Key=_key(message_id),
-            UpdateExpression="SET #s = :firing, claimed_by = :me, lane = :lane",
-            ConditionExpression="#s = :standby OR (#s = :firing AND claimed_by = :me)",
+            UpdateExpression="SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane",
+            ConditionExpression=(
+                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :now))"
+            ),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
                 ":firing": {"S": "FIRING"},
                 ":standby": {"S": "STANDBY"},
                 ":me": {"S": me},
+                ":lease": {"N": f"{lease:.3f}"},
+                ":now": {"N": f"{now:.3f}"},
                 ":lane": {"S": lane("FIRING", message_id)},
             },
             ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except ClientError as exc:
-        if aws_code(exc) == "ConditionalCheckFailedException":
-            return None
-        raise
-    return dict(answer["Attributes"])
+        if aws_code(exc) != "ConditionalCheckFailedException":
+            raise
+        old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+        if old.get("status", {}).get("S") == "FIRING" and "lease" in old:
+            return Claim(None, float(old["lease"]["N"]))
+        return Claim(None)
+    return Claim(dict(answer["Attributes"]))
+
+
+def claim_once(table: str, message_id: str, me: str, lease: float) -> Claim | Exception:
+    """`claim`, its own errors retried with back-off (a burst may meet the table's
+    throughput after the SDK's retries): the claim, or the last error; never a failure
+    that would end the invocation after other messages were claimed."""
+    for attempt in range(CLAIM_ATTEMPTS):
+        try:
+            return claim(table, message_id, me, lease)
+        except Exception as exc:
+            if attempt == CLAIM_ATTEMPTS - 1:
+                log("WARNING", "not claimed", message_id=message_id, error=repr(exc))
+                return exc
+            time.sleep(min(5.0, 0.2 * 2.0**attempt) * random.random())
+    raise AssertionError("unreachable")
 
 
 class TargetFailed(Exception):
@@ -327,39 +395,79 @@ def fire(
     invoke: Invoke | None = None,
     retried: bool = False,
     deadline: float | None = None,
+    lease: float | None = None,
 ) -> dict[str, Any]:
     """Fire the slot's messages of this shard (shard 0 of 1: the whole slot, fanned out to
     `invoke`d workers past CHUNK messages, at most one per lane); counts by outcome (DONE,
-    FAILED, UNRECORDED, skipped: cancelled or claimed by another). `retried`: a retry of
-    the slot's Fire, which also takes up the messages it claimed before (FIRING, its own).
-    `deadline`: until when a throttled delivery may be retried (the invocation's end)."""
-    ids = members(table, slot, ("STANDBY", "FIRING") if retried else ("STANDBY",), shard, of)
+    FAILED, UNRECORDED, NOT_CLAIMED: a claim that kept failing, skipped: cancelled, or
+    claimed by another). `me`: this attempt (`claimant`); its claims are held until
+    `lease`, this invocation's end. `retried`: a later attempt of the slot's Fire, or a
+    restart of a slot that failed: it also takes up FIRING messages whose claimant's lease
+    ended, waiting (within its own time) for an earlier attempt's to end. `deadline`:
+    until when a throttled delivery may be retried."""
+    lease = lease if lease is not None else time.time() + SLOT_SECONDS
+    statuses = ("STANDBY", "FIRING") if retried else ("STANDBY",)
+    ids = members(table, slot, statuses, shard, of)
     if of == 1 and len(ids) > CHUNK and invoke is not None:
         workers = min(scheduler_index.LANES, math.ceil(len(ids) / CHUNK))
-        return _fan_out(table, slot, me, workers, invoke, retried)
-    counts: collections.Counter[str] = collections.Counter(skipped=0)
+        return _fan_out(table, slot, me, workers, invoke, retried, lease)
+    counts: collections.Counter[str] = collections.Counter()
+    held: dict[str, float] = {}  # held by another claimant's live lease: until when
+    seen: set[str] = set()
+    taken: set[str] = set()
+    refused: set[str] = set()  # claims that kept failing
     pool = concurrent.futures.ThreadPoolExecutor(THREADS)
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
+
+    def fire_these(ids: list[str]) -> None:
+        ids = [i for i in ids if i not in taken]
+        seen.update(ids)
+        claims = list(pool.map(lambda i: claim_once(table, i, me, lease), ids))
+        claimed = []
+        for message_id, answer in zip(ids, claims, strict=True):
+            if isinstance(answer, Exception):
+                refused.add(message_id)
+            elif answer.item is not None:
+                held.pop(message_id, None)
+                taken.add(message_id)
+                claimed.append(answer.item)
+            elif answer.held_until is not None:
+                held[message_id] = answer.held_until
+        claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
+        recorded = list(pool.map(lambda c: fire_one(table, c, recorder, deadline), claimed))
+        counts.update(outcome.result() for outcome in recorded)
+
     with pool, recorder:
-        for round_ in range(2):
-            if round_:  # the index may have missed a message the first read: read again
-                ids = members(table, slot, ("STANDBY",), shard, of)
-            claimed = [c for c in pool.map(lambda i: claim(table, i, me), ids) if c]
-            counts["skipped"] += len(ids) - len(claimed)
-            claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
-            recorded = list(pool.map(lambda c: fire_one(table, c, recorder, deadline), claimed))
-            counts.update(outcome.result() for outcome in recorded)
+        fire_these(ids)
+        # the index may have missed a message the first read: read again
+        fire_these(members(table, slot, statuses, shard, of))
+        if retried and held:
+            # An earlier attempt of this slot still holds these, and delivers them while it
+            # runs; should it die first, they stay FIRING until its lease ends: take them
+            # up then, if this invocation still has the time.
+            until = max(held.values())
+            if until < (deadline if deadline is not None else lease) - HOLD_MARGIN_SECONDS:
+                time.sleep(max(0.0, until - time.time()) + 1)
+                fire_these(sorted(held))
+    counts["skipped"] = len(seen - taken - refused)  # cancelled, ended, or another's
+    if refused - taken:
+        counts["NOT_CLAIMED"] = len(refused - taken)
+    if counts["NOT_CLAIMED"]:
+        log("WARNING", "claims failed: the slot's retry takes them up", slot=slot)
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
     return dict(counts)
 
 
 def _fan_out(
-    table: str, slot: int, me: str, of: int, invoke: Invoke, retried: bool
+    table: str, slot: int, me: str, of: int, invoke: Invoke, retried: bool, lease: float
 ) -> dict[str, Any]:
     """Every share to a worker (synchronously: a worker's failure fails the slot, whose
-    retry finds its own claims); this invocation only waits for them."""
+    retry takes up what was left); this invocation only waits for them. A worker claims
+    as `me` too, holding its claims no longer than this invocation lives (`until`): its
+    function's timeout is shorter than this one's, so it is dead by the time a retry of
+    this attempt can run."""
     counts: collections.Counter[str] = collections.Counter()
-    event = {"slot": slot, "execution": me, "of": of, "retry": int(retried)}
+    event = {"slot": slot, "claimant": me, "of": of, "retry": int(retried), "until": lease}
     with concurrent.futures.ThreadPoolExecutor(of) as pool:
         for result in pool.map(lambda shard: invoke({**event, "shard": shard}), range(of)):
             counts.update(result)
@@ -378,19 +486,33 @@ def _invoker(function_arn: str) -> Invoke:
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    """The slot's state machine invokes it with {slot, execution, retry}; a worker with its
-    shard too."""
+    """The slot's state machine invokes it with {slot, execution, retry, restart}; the slot
+    invokes a worker with {slot, claimant, shard, of, retry, until}."""
     settings = SlotSettings.current()
+    clients()  # once per cold start, before any thread needs one
     table = settings.table
     shard, of = int(event.get("shard", 0)), int(event.get("of", 1))
     fans_out = of == 1 and settings.workers_function  # (a worker never fans out again)
     invoke = _invoker(settings.workers_function) if fans_out else None
-    retried = int(event.get("retry", 0)) > 0
-    slot, me = int(event["slot"]), str(event["execution"])
-    # Throttled deliveries are retried until a minute before this invocation's timeout.
-    remaining = context.get_remaining_time_in_millis() / 1000 if context else None
-    deadline = time.time() + remaining - 60 if remaining else None
-    counts = fire(table, slot, me, shard, of, invoke, retried, deadline)
+    attempt = int(event.get("retry", 0))
+    retried = attempt > 0 or bool(event.get("restart"))
+    slot = int(event["slot"])
+    me = str(event.get("claimant") or claimant(str(event["execution"]), attempt))
+    # Claims are held until this invocation ends (a worker's: no later than its slot's);
+    # throttled deliveries are retried until a minute before.
+    remaining = context.get_remaining_time_in_millis() / 1000 if context else SLOT_SECONDS
+    lease = time.time() + remaining
+    if "until" in event:
+        lease = min(lease, float(event["until"]))
+    counts = fire(table, slot, me, shard, of, invoke, retried, lease - 60, lease)
     if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
         raise StatusNotRecorded(f"{counts['UNRECORDED']} delivered messages are still FIRING")
+    if of == 1 and counts.get("NOT_CLAIMED"):  # the Fire's retry takes them up
+        raise ClaimsFailed(f"{counts['NOT_CLAIMED']} messages could not be claimed")
     return counts
+
+
+class ClaimsFailed(Exception):
+    """Some of the slot's messages could not be claimed (the table refusing for longer
+    than the claims' retries): retried by the slot's state machine, which takes them up
+    (they are STANDBY, or FIRING under a lease that ends)."""

@@ -54,13 +54,14 @@ def overdue(record: dict[str, float], answered: float) -> float:
 
 
 def claimant(scheduler: dict[str, Any], message_id: str) -> str:
-    """The execution whose claim (STANDBY -> FIRING) fired the message."""
+    """The execution whose claim (STANDBY -> FIRING) fired the message (a slot's claims
+    name the attempt too: `<execution>#<attempt>`)."""
     item = client("dynamodb").get_item(
         TableName=scheduler["table"],
         Key={"pk": {"S": f"MESSAGE#{message_id}"}},
         ConsistentRead=True,
     )["Item"]
-    return str(item["claimed_by"]["S"])
+    return str(item["claimed_by"]["S"]).split("#", 1)[0]
 
 
 def fired_by_its_slot(scheduler: dict[str, Any], message_id: str, slot_arn: str) -> None:

@@ -1,15 +1,25 @@
-"""Run the fault explorer: every scenario, every single fault at every AWS call of a clean
-run, then seeded random multi-fault schedules; print schedules explored and violations
-per scenario. `python -m tests.explore.explorer N` (or `bash scripts/explore N`) runs N
-random schedules in all, shared evenly by the scenarios; the test tier runs a bounded
-count per scenario."""
+"""Run the fault explorer: every scenario, every single fault that applies at every AWS call
+of a clean run, then seeded random multi-fault schedules; print schedules explored and
+violations per scenario, each violation with the schedule that replays it, shrunk to the
+fewest faults that still break it.
+
+    python -m tests.explore.explorer N       # N random schedules in all (scripts/explore N)
+    python -m tests.explore.explorer N I/K   # every K-th scenario from the I-th
+    python -m tests.explore.explorer --replay "<scenario>" "twin@3,timeout@7" [seed [number]]
+
+The test tier runs a bounded count per scenario. A schedule replays exactly from
+(scenario, faults, seed) at a commit: its processes take turns only at AWS calls
+(tests/explore/interleave.py), its clock and random choices are its own.
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import itertools
 import os
+import random
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -18,8 +28,10 @@ from typing import Any
 from moto import mock_aws
 
 from exactly_once.handlers import runtime, starter
-from tests.explore.faults import Clock, Fault, Injector, schedules
-from tests.explore.scenarios import Scenario
+from tests.explore.faults import KINDS, Call, Clock, Fault, Injector, SandboxDied, schedules
+from tests.explore.interleave import Interleaver
+from tests.explore.lambdas import Lambdas
+from tests.explore.scenarios import Scenario, World
 
 
 @dataclasses.dataclass
@@ -28,79 +40,127 @@ class Report:
     calls: int = 0
     schedules: int = 0
     faults: int = 0
+    switches: int = 0
     violations: list[str] = dataclasses.field(default_factory=list)
+    found: list[tuple[tuple[Fault, ...], int, int, list[str]]] = dataclasses.field(
+        default_factory=list
+    )  # (schedule, seed, its number, its violations): what replays it
     seconds: float = 0.0
     apis: set[str] = dataclasses.field(default_factory=set)  # service.Operation[.Parameter]
+    clean: list[Call] = dataclasses.field(default_factory=list)
 
     def line(self) -> str:
         return (
             f"{self.scenario}: {self.schedules} schedules ({self.faults} faults injected, "
-            f"{self.calls} AWS calls in a clean run), {len(self.violations)} violations, "
-            f"{self.seconds:.1f} s"
+            f"{self.switches} switches, {self.calls} AWS calls in a clean run), "
+            f"{len(self.violations)} violations, {self.seconds:.1f} s"
         )
 
 
 def all_scenarios() -> list[Scenario]:
-    from exactly_once.handlers import etl
     from tests.explore import scenarios
 
-    return [
-        scenarios.StarterSteps("REJECT_DUPLICATE"),
-        scenarios.StarterSteps("ALLOW_DUPLICATE_FAILED_ONLY"),
-        scenarios.StarterDurable(),
-        *[scenarios.Etl(strategy) for strategy in etl.STRATEGIES],
-        *scenarios.more(),
-    ]
+    return scenarios.every()
 
 
-BATCH = 400  # schedules per moto world: a world grows with every schedule's work
+BATCH = 100  # schedules per moto world: a world grows with every schedule's work
 
 
-def explore(scenario: Scenario, count: int, seed: int = 7, progress: bool = False) -> Report:
+def explore(
+    scenario: Scenario,
+    count: int,
+    seed: int = 7,
+    progress: bool = False,
+    stop_at_first: bool = False,
+    only: tuple[str, ...] | None = None,
+    part: tuple[int, int] = (0, 1),
+) -> Report:
     """Every schedule of `scenario` (see faults.schedules), BATCH at a time in a fresh moto
-    world (schedules in one world work on keys of their own)."""
+    world (schedules in one world work on keys of their own). `stop_at_first`: end at the
+    first schedule that finds a violation (the mutation tier's question is only whether).
+    `only`: the kinds of single faults (all that apply, by default). `part` (i, n): only
+    every n-th schedule from the i-th (the test tier spreads a long scenario over workers)."""
     report = Report(scenario.name)
     started = time.monotonic()
-    with _world(scenario) as (clients, clock):
-        probe = Injector()
-        for client in clients:
-            probe.attach(client)
-        clean = scenario.run("clean", probe, clock)
-        report.calls = len(probe.calls)
-        report.apis |= probe.apis
-        report.violations += [f"clean run: {v}" for v in clean]
-        for client in clients:
-            Injector.detach(client)
-    planned = iter(enumerate(schedules(report.calls, seed, count)))
-    while True:
-        batch = list(itertools.islice(planned, BATCH))
-        if not batch:
-            break
-        with _world(scenario) as (clients, clock):
-            for number, faults in batch:
-                _one(scenario, report, clients, clock, number, faults)
-        if progress:
-            print(
-                f"  {scenario.name}: {report.schedules} schedules, "
-                f"{len(report.violations)} violations",
-                file=sys.stderr,
-                flush=True,
-            )
+    with _world(scenario) as clients:
+        clean = _one(scenario, report, clients, 0, (), seed)
+        report.clean = clean
+        report.calls = len(clean)
+    kinds = only if only is not None else KINDS
+    planned = list(schedules(report.clean, seed, count, scenario.twins, kinds))[1:]
+    singles = [s for s in planned if len(s) == 1]
+    index, parts = part
+    planned = singles[index::parts] + planned[len(singles) :][index::parts]
+    singles = singles[index::parts]
+    stale_after: list[tuple[Fault, ...]] = []  # grown from the singles' runs
+    numbered = itertools.count(1)
+
+    def run(schedules: list[tuple[Fault, ...]], learn: bool) -> None:
+        for start in range(0, len(schedules), BATCH):
+            if stop_at_first and report.violations:
+                return
+            with _world(scenario) as clients:
+                for faults in schedules[start : start + BATCH]:
+                    calls = _one(scenario, report, clients, next(numbered), faults, seed)
+                    if learn:
+                        stale_after.extend(stale_reads_after(faults, calls))
+                    if stop_at_first and report.violations:
+                        return
+            if progress:
+                print(
+                    f"  {scenario.name}: {report.schedules} schedules, "
+                    f"{len(report.violations)} violations",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    run(singles, learn=only is None)
+    run(stale_after + planned[len(singles) :], learn=False)
     report.seconds = time.monotonic() - started
     return report
 
 
-def replay(scenario: Scenario, faults: tuple[Fault, ...]) -> list[str]:
+DEATHS = ("crash", "timeout", "orphan", "lostall")
+
+
+def stale_reads_after(faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
+    """A death, then a stale read of an index: each index read, after a single fault that
+    makes work run again (a retry, a restart), that the lagging index would answer
+    otherwise (an item it reads had just moved: claimed, say, by the run that died),
+    answered from the lagging index."""
+    [fault] = faults
+    if fault.kind not in DEATHS:
+        return []
+    reads = [c.index for c in calls if c.index > fault.call and c.stale_differs]
+    return [(fault, Fault(at, "stale")) for at in reads]
+
+
+def replay(
+    scenario: Scenario, faults: tuple[Fault, ...], seed: int = 7, number: int = 1
+) -> list[str]:
     """One schedule's violations, in a world of its own: a schedule that once found a
-    defect, kept as a regression test."""
+    defect, kept as a regression test. (`number` sets its work's names and its clock's
+    hour, as the exploration that found it numbered it.)"""
     report = Report(scenario.name)
-    with _world(scenario) as (clients, clock):
-        _one(scenario, report, clients, clock, 0, faults)
+    with _world(scenario) as clients:
+        _one(scenario, report, clients, number, faults, seed)
     return report.violations
 
 
+def shrink(
+    scenario: Scenario, faults: tuple[Fault, ...], seed: int = 7, number: int = 1
+) -> tuple[Fault, ...]:
+    """The fewest of `faults` that still find a violation (each dropped if the rest do)."""
+    kept = list(faults)
+    for fault in list(faults):
+        trial = tuple(f for f in kept if f != fault)
+        if trial != tuple(kept) and replay(scenario, trial, seed, number):
+            kept = list(trial)
+    return tuple(kept)
+
+
 @contextlib.contextmanager
-def _world(scenario: Scenario) -> Iterator[tuple[list[Any], Clock]]:
+def _world(scenario: Scenario) -> Iterator[list[Any]]:
     for name, value in {
         "AWS_ACCESS_KEY_ID": "test",
         "AWS_SECRET_ACCESS_KEY": "test",
@@ -112,39 +172,95 @@ def _world(scenario: Scenario) -> Iterator[tuple[list[Any], Clock]]:
     starter.unusable.cache_clear()
     try:
         with mock_aws():
-            clients = [runtime.client(service) for service in scenario.services]
             scenario.setup()
-            yield clients, Clock()
+            yield scenario.clients()
     finally:
         runtime.client.cache_clear()
         starter.unusable.cache_clear()
+
+
+class InlinePool:
+    """A thread pool that runs each task at once on the caller's thread: a handler's
+    concurrent calls stay in its explorer process, in one order (every task still runs,
+    and `map` raises at the first failed one when read, as a pool's does)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> InlinePool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def map(self, fn: Any, *iterables: Any) -> Iterator[Any]:
+        futures = [self.submit(fn, *args) for args in zip(*iterables, strict=False)]
+        return (future.result() for future in futures)
+
+    def shutdown(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _deterministic(clock: Clock) -> Iterator[None]:
+    """botocore's retry back-off sleeps by the schedule's clock; handlers' thread pools
+    run inline."""
+    import botocore.endpoint
+
+    from tests.explore.scenarios.base import clocked
+
+    pool = concurrent.futures.ThreadPoolExecutor
+    concurrent.futures.ThreadPoolExecutor = InlinePool  # type: ignore[misc,assignment]
+    try:
+        with clocked(clock, botocore.endpoint):
+            yield
+    finally:
+        concurrent.futures.ThreadPoolExecutor = pool  # type: ignore[misc]
 
 
 def _one(
     scenario: Scenario,
     report: Report,
     clients: list[Any],
-    clock: Clock,
     number: int,
     faults: tuple[Fault, ...],
-) -> None:
-    injector = Injector(faults)
+    seed: int,
+) -> list[Call]:
+    clock = Clock(1_800_000_000.0 + number * 3600)  # its own hour: no schedule meets another's
+    processes = Interleaver(clock)
+    clock.sleeper = processes.sleep
+    injector = Injector(faults, processes, clock)
+    world = World(f"s{number}", injector, clock, Lambdas(injector, clock), random.Random(seed))
     for client in clients:
         injector.attach(client)
     try:
-        found = scenario.run(f"s{number}", injector, clock)
-    except BaseException as exc:  # (a crash escaping the source's model)
+        with _deterministic(clock), scenario.patched(world):
+            verdict = processes.run(lambda: scenario.run(world))
+            found = verdict()  # once every process, late ones too, has ended
+    except (Exception, SandboxDied) as exc:  # (a crash escaping the source's model)
         found = [f"the schedule itself failed: {exc!r}"]
     finally:
         for client in clients:
             Injector.detach(client)
     report.schedules += 1
     report.faults += len(injector.injected)
+    report.switches += processes.switches
     report.apis |= injector.apis
+    if found:
+        report.found.append((faults, seed, number, found))
+    schedule = ",".join(map(str, faults)) or "no fault"
     report.violations += [
-        f"[{', '.join(map(str, faults)) or 'no fault'}] {v} (injected: {injector.injected})"
-        for v in found
+        f"[{schedule} #{number}] {v} (injected: {injector.injected})" for v in found
     ]
+    return injector.calls
 
 
 def main(argv: Iterable[str] = sys.argv[1:]) -> int:
@@ -156,6 +272,13 @@ def main(argv: Iterable[str] = sys.argv[1:]) -> int:
     os.environ["METRICS_DISABLED"] = "1"  # and write a metric line per event
     args = list(argv)
     explored = all_scenarios()
+    if args and args[0] == "--replay":
+        [scenario] = [s for s in explored if s.name == args[1]]
+        seed = int(args[3]) if len(args) > 3 else 7
+        number = int(args[4]) if len(args) > 4 else 1
+        violations = replay(scenario, Fault.parse(args[2]), seed, number)
+        print("\n".join(violations) or "no violation")
+        return 1 if violations else 0
     count = -(-int(args[0]) // len(explored)) if args else 100  # per scenario, rounded up
     if len(args) > 1:  # "I/N": this process explores every N-th scenario from the I-th
         part, parts = (int(x) for x in args[1].split("/"))
@@ -166,8 +289,13 @@ def main(argv: Iterable[str] = sys.argv[1:]) -> int:
         report = explore(scenario, count, progress=True)
         total += report.schedules
         print(report.line(), flush=True)
-        for violation in report.violations[:10]:
-            print(f"  {violation}")
+        for faults, seed, number, found in report.found[:5]:
+            minimal = shrink(scenario, faults, seed, number)
+            print(f"  {found[0]}")
+            print(
+                f"    replay: python -m tests.explore.explorer --replay "
+                f"'{scenario.name}' '{','.join(map(str, minimal))}' {seed} {number}"
+            )
         failed += len(report.violations)
     print(f"explored {total} schedules, {failed} violations")
     return 1 if failed else 0

@@ -1,15 +1,26 @@
-"""A small model of Step Functions running our generated state machines (JSONPath only, the
+"""A model of Step Functions running our generated state machines (JSONPath only, the
 subset components/ generate): Task (dynamodb:updateItem, lambda:invoke), Choice, Wait,
 Succeed, Fail; Parameters with `.$` paths and the intrinsics we use (States.Format,
-States.JsonToString, States.StringToJson); ResultSelector, ResultPath; Retry and Catch by
-error name. DynamoDB tasks call moto through the handlers' client (so the explorer's faults
-reach them); Lambda tasks call Python functions through `Injector.around`, counted and
-faulted as AWS calls. A redrive restarts a failed run at the state that failed, with the
-input that state had (Step Functions' RedriveExecution).
+States.JsonToString, States.StringToJson); ResultSelector, ResultPath; Retry and Catch.
+DynamoDB tasks call moto through a client of their own that never retries (Step Functions'
+integration answers the task; the state's Retry decides), attached to the explorer's
+network; Lambda tasks invoke the real handlers through the Lambda model
+(tests/explore/lambdas.py), each a process of its own. A redrive restarts a failed run at
+the state that failed, with the input that state had (Step Functions' RedriveExecution).
 
-Error names as Step Functions reports them: `DynamoDB.<Code>` for a DynamoDB error, the
-function's exception class for a Lambda error, `Lambda.ServiceException` for a failed
-invoke, `States.TaskFailed` for an answer lost in a timeout.
+What it follows (Step Functions developer guide):
+- "Handling errors in Step Functions workflows": `States.ALL` matches any error name but
+  `States.DataLimitExceeded` and `States.Runtime`, which no Retry or Catch matches;
+  `States.TaskFailed` any task failure but a `States.Timeout`. Retriers are tried in
+  order, the first whose ErrorEquals names the error decides: IntervalSeconds (1),
+  MaxAttempts (3; 0 never), BackoffRate (2.0), MaxDelaySeconds, JitterStrategy FULL (a
+  random delay up to the computed one).
+- "Context object": `$$.Execution.Id`, `$$.Execution.Name`, `$$.State.EnteredTime`,
+  `$$.State.Name`, `$$.State.RetryCount` (the retries of the state so far).
+- "Wait": a timestamp counts whole seconds: "Step Functions considers the time value up
+  to seconds and truncates milliseconds".
+- DynamoDB integration errors: `DynamoDB.<AWS error code>`; a lost answer (the SDK's
+  client error) as `DynamoDB.SdkClientException`.
 """
 
 from __future__ import annotations
@@ -18,14 +29,20 @@ import copy
 import dataclasses
 import datetime as dt
 import json
+import math
+import random
 import re
-from collections.abc import Callable
 from typing import Any
 
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from exactly_once.handlers import runtime
-from tests.explore.faults import Clock, Injector, SandboxDied, around
+from tests.explore.faults import Clock, Injector, SandboxDied
+from tests.explore.lambdas import Lambdas
+
+TERMINAL = frozenset({"States.Runtime", "States.DataLimitExceeded"})  # never retried nor caught
+# The integration's own client: one send per task attempt (the state's Retry retries).
+INTEGRATION = Config(retries={"total_max_attempts": 1, "mode": "standard"})
 
 
 class TaskError(Exception):
@@ -48,21 +65,35 @@ class Machine:
     def __init__(
         self,
         definition: dict[str, Any],
-        lambdas: dict[str, Callable[[Any], Any]],
+        lambdas: Lambdas,
         clock: Clock,
         injector: Injector,
+        dynamodb: Any,
+        rng: random.Random | None = None,
     ) -> None:
+        """`dynamodb`: the integration's DynamoDB client (`integration_client`), attached to
+        the explorer's network."""
         self.definition = definition
         self.lambdas = lambdas
         self.clock = clock
         self.injector = injector
+        self.dynamodb = dynamodb
+        self.rng = rng or random.Random(0)
         self.state_of_call: dict[int, str] = {}  # the explorer's call index -> its state
 
     # -- paths, parameters, intrinsics ----------------------------------------------------
-    def _context(self, execution_id: str) -> dict[str, Any]:
-        entered = dt.datetime.fromtimestamp(self.clock.time(), dt.UTC).isoformat()
+    def _context(self, execution_id: str, state: str, retries: int) -> dict[str, Any]:
+        entered = (
+            dt.datetime.fromtimestamp(self.clock.time(), dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[
+                :-3
+            ]
+            + "Z"
+        )
         name = execution_id.rsplit(":", 1)[-1]
-        return {"Execution": {"Id": execution_id, "Name": name}, "State": {"EnteredTime": entered}}
+        return {
+            "Execution": {"Id": execution_id, "Name": name},
+            "State": {"EnteredTime": entered, "Name": state, "RetryCount": retries},
+        }
 
     @staticmethod
     def path(document: Any, path: str) -> Any:
@@ -127,26 +158,23 @@ class Machine:
         return out
 
     # -- tasks -------------------------------------------------------------------------------
-    def task(self, state: dict[str, Any], parameters: dict[str, Any]) -> Any:
+    def task(self, state: dict[str, Any], parameters: dict[str, Any], execution: str) -> Any:
         resource = state["Resource"]
         if resource == "arn:aws:states:::dynamodb:updateItem":
             try:
-                return runtime.client("dynamodb").update_item(**parameters)
+                return self.dynamodb.update_item(**parameters)
             except ClientError as exc:
                 raise TaskError(f"DynamoDB.{exc.response['Error']['Code']}", str(exc)) from None
-            except (Exception, SandboxDied) as exc:  # (an answer lost)
-                raise TaskError("States.TaskFailed", repr(exc)) from None
+            except SandboxDied:
+                raise
+            except Exception as exc:  # (an answer lost: the SDK's client error)
+                raise TaskError("DynamoDB.SdkClientException", repr(exc)) from None
         if resource == "arn:aws:states:::lambda:invoke":
-            function = self.lambdas[parameters["FunctionName"]]
-            try:
-                answer = around(
-                    self.injector,
-                    f"Invoke:{parameters['FunctionName']}",
-                    lambda: function(parameters["Payload"]),
-                )
-            except (Exception, SandboxDied) as exc:  # (named as Step Functions would)
-                failed = lambda_error(exc)
-                raise TaskError(failed.name, failed.cause) from None
+            kind, answer = self.lambdas.from_states(
+                parameters["FunctionName"], parameters["Payload"], execution
+            )
+            if kind == "error":
+                raise TaskError(answer, f"{parameters['FunctionName']} failed")
             return {"Payload": answer, "StatusCode": 200}
         raise TaskError("States.Runtime", f"the model has no {resource}")
 
@@ -164,7 +192,6 @@ class Machine:
         for _ in range(max_states):
             state = states[name]
             run.entered.append(name)
-            context = self._context(execution_id)
             kind = state["Type"]
             if kind == "Succeed":
                 run.status, run.output = "SUCCEEDED", document
@@ -174,9 +201,7 @@ class Machine:
                 run.failed_input = document
                 return run
             if kind == "Wait":
-                stamp = self.path(document, state["TimestampPath"])
-                when = dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-                self.clock.now = max(self.clock.now, when)
+                self.clock.now = max(self.clock.now, wake(state, document, self.clock.now))
                 name = state["Next"]
                 continue
             if kind == "Choice":
@@ -184,33 +209,35 @@ class Machine:
                     (c["Next"] for c in state["Choices"] if _matches(c, document, self)),
                     state.get("Default", ""),
                 )
+                if not name:
+                    return self._failed(run, "States.Runtime", name, document)
                 continue
             # a Task, with its retries, then its Catch
             caught_next = ""
             attempts: dict[int, int] = {}
+            retries = 0
             while True:
                 first = len(self.injector.calls)
+                context = self._context(execution_id, name, retries)
                 try:
                     parameters = self.resolve(state.get("Parameters", {}), document, context)
-                    result = self.task(state, parameters)
+                    result = self.task(state, parameters, execution_id)
                     break
                 except TaskError as error:
                     self._attribute(first, name)
+                    if error.name in TERMINAL:
+                        return self._failed(run, error.name, name, document)
                     retrier = _first(state.get("Retry", []), error.name)
                     if retrier is not None:
                         index, rule = retrier
                         attempts[index] = attempts.get(index, 0) + 1
                         if attempts[index] <= rule.get("MaxAttempts", 3):
-                            delay = rule.get("IntervalSeconds", 1) * rule.get(
-                                "BackoffRate", 2.0
-                            ) ** (attempts[index] - 1)
-                            self.clock.advance(min(delay, rule.get("MaxDelaySeconds", delay)))
+                            self.clock.sleep(self.delay(rule, attempts[index]))
+                            retries += 1
                             continue
                     catcher = _first(state.get("Catch", []), error.name)
                     if catcher is None:
-                        run.status, run.error, run.failed_state = "FAILED", error.name, name
-                        run.failed_input = document
-                        return run
+                        return self._failed(run, error.name, name, document)
                     rule = catcher[1]
                     caught = {"Error": error.name, "Cause": error.cause}
                     document = self.place(document, rule.get("ResultPath", "$"), caught)
@@ -229,35 +256,50 @@ class Machine:
             name = state["Next"]
         raise AssertionError(f"more than {max_states} states: a loop")
 
+    def delay(self, rule: dict[str, Any], attempt: int) -> float:
+        """A retrier's wait before its `attempt`-th retry."""
+        delay = rule.get("IntervalSeconds", 1) * rule.get("BackoffRate", 2.0) ** (attempt - 1)
+        delay = min(delay, rule.get("MaxDelaySeconds", delay))
+        if rule.get("JitterStrategy") == "FULL":
+            delay = self.rng.uniform(0, delay)
+        return float(delay)
+
+    @staticmethod
+    def _failed(run: Run, error: str, state: str, document: Any) -> Run:
+        run.status, run.error, run.failed_state, run.failed_input = "FAILED", error, state, document
+        return run
+
     def _attribute(self, first: int, state: str) -> None:
         for index in range(first, len(self.injector.calls)):
             self.state_of_call.setdefault(index, state)
 
     def faults_in(self, *states: str) -> int:
-        """Faults the explorer injected at calls these states made (a twin, run before a
-        call, is no fault of that call)."""
+        """Faults the explorer injected at calls these states made (a twin or a switch,
+        which change no call, are no fault of that call)."""
         count = 0
-        for fault in self.injector.injected:
-            if fault.startswith("twin@"):
+        for call in self.injector.calls:
+            if call.kind in ("twin", "dup", "switch", None) or not self.injector.hit(call):
                 continue
-            index = int(fault.split("@")[1].split(":")[0])
-            count += self.state_of_call.get(index) in states
+            count += self.state_of_call.get(call.index) in states
         return count
 
 
-class _LambdaError(Exception):
-    def __init__(self, name: str, cause: str) -> None:
-        super().__init__(name)
-        self.name, self.cause = name, cause
+def wake(state: dict[str, Any], document: Any, entered: float) -> float:
+    """When a Wait ends: a timestamp to the whole second (milliseconds truncated), or whole
+    seconds after it began."""
+    if "Seconds" in state or "SecondsPath" in state:
+        seconds = state.get("Seconds")
+        if seconds is None:
+            seconds = Machine.path(document, state["SecondsPath"])
+        return entered + int(seconds)
+    stamp = state.get("Timestamp") or Machine.path(document, state["TimestampPath"])
+    return math.floor(dt.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
 
 
-def lambda_error(exc: BaseException) -> _LambdaError:
-    """How Step Functions names a Lambda task's failure."""
-    if isinstance(exc, ClientError | SandboxDied):
-        return _LambdaError("Lambda.ServiceException", repr(exc))
-    if type(exc).__name__ in ("ReadTimeoutError",):
-        return _LambdaError("Lambda.SdkClientException", repr(exc))
-    return _LambdaError(type(exc).__name__, str(exc))
+def integration_client(service: str) -> Any:
+    import boto3
+
+    return boto3.client(service, region_name="us-east-1", config=INTEGRATION)  # type: ignore[call-overload]
 
 
 def _arguments(text: str) -> list[str]:
@@ -277,14 +319,18 @@ def _arguments(text: str) -> list[str]:
     return out
 
 
+def matches(names: list[str], error: str) -> bool:
+    """Whether an ErrorEquals list names `error` (the wildcards as the guide defines them)."""
+    if error in TERMINAL:
+        return False
+    if error in names or "States.ALL" in names:
+        return True
+    return "States.TaskFailed" in names and error != "States.Timeout"
+
+
 def _first(rules: list[dict[str, Any]], error: str) -> tuple[int, dict[str, Any]] | None:
     for index, rule in enumerate(rules):
-        names = rule["ErrorEquals"]
-        if (
-            error in names
-            or "States.ALL" in names
-            or ("States.TaskFailed" in names and error != "States.Timeout")
-        ):
+        if matches(rule["ErrorEquals"], error):
             return index, rule
     return None
 

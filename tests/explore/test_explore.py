@@ -1,6 +1,7 @@
 """The fault explorer as a test tier (marker `explore`, no LocalStack): every scenario,
-every single fault at every AWS call, and EXPLORE_COUNT seeded random multi-fault
-schedules each (CI: 150); `bash scripts/explore N` runs more."""
+every single fault that applies at every AWS call, and EXPLORE_COUNT seeded random
+multi-fault schedules each (CI: 150); `bash scripts/explore N` runs more. With
+EXPLORE_STOP_AT_FIRST=1 (the mutation tier) a scenario stops at its first violation."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from exactly_once.handlers import backends, executions
 from tests.explore import explorer, scenarios
-from tests.explore.faults import Fault, Injector, schedules
+from tests.explore.faults import Fault
 
 pytestmark = pytest.mark.explore
 COUNT = int(os.environ.get("EXPLORE_COUNT", "150"))
+STOP_AT_FIRST = os.environ.get("EXPLORE_STOP_AT_FIRST") == "1"
 
 
 @pytest.fixture(autouse=True)
@@ -23,107 +24,78 @@ def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("METRICS_DISABLED", "1")
 
 
-@pytest.mark.parametrize("scenario", explorer.all_scenarios(), ids=lambda s: s.name)
-def test_no_schedule_of_faults_breaks_exactly_once(scenario: scenarios.Scenario) -> None:
-    report = explorer.explore(scenario, COUNT)
-    print(report.line())
-    assert report.calls > 0 and report.schedules == 1 + report.calls * 5 + COUNT
-    assert report.faults >= report.calls * 4  # every single fault was injected somewhere
-    assert report.violations == [], "\n".join(report.violations[:20])
+PARTS = [
+    pytest.param(
+        scenario, (index, scenario.parts), id=f"{scenario.name} [{index + 1}/{scenario.parts}]"
+    )
+    for scenario in explorer.all_scenarios()
+    for index in range(scenario.parts)
+]
 
 
-def test_the_explorer_finds_a_planted_defect(monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN a starter that takes a failed start for a duplicate (the defect the starter's
-    # design rules out: throttles and unknown errors must be retried)
-    real = executions.start_once
-
-    def careless(*args: Any, **kwargs: Any) -> executions.Outcome:
-        try:
-            return real(*args, **kwargs)
-        except executions.ClientError:
-            return executions.Outcome(executions.DUPLICATE, "?", "?", 0)
-
-    monkeypatch.setattr(backends, "start_once", careless)  # the Step Functions backend's
-    report = explorer.explore(scenarios.StarterSteps(), count=0)
-    # THEN the error at the start is found: a DUPLICATE answered for a start that never was
-    assert any("[error@" in v and "never ran" in v for v in report.violations), report.violations
-
-
-def test_the_explorer_finds_a_slot_clock_that_claims_without_its_condition(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("scenario", "part"), PARTS)
+def test_no_schedule_of_faults_breaks_exactly_once(
+    scenario: scenarios.Scenario, part: tuple[int, int]
 ) -> None:
-    from exactly_once.handlers import scheduler_slots
-
-    # GIVEN a slot clock whose claim takes any message, claimed or not (as if the claim
-    # were written without its condition)
-    real = scheduler_slots.claim
-
-    def unconditional(table: str, message_id: str, me: str) -> dict[str, Any] | None:
-        found = real(table, message_id, me)
-        if found is None:
-            key = {"pk": {"S": f"MESSAGE#{message_id}"}}
-            found = scheduler_slots._client("dynamodb").get_item(TableName=table, Key=key)
-            found = found["Item"]
-        return found
-
-    monkeypatch.setattr(scheduler_slots, "claim", unconditional)
-    report = explorer.explore(scenarios.SlotScenario(), count=0)
-    # THEN the duplicated clock is found firing the message a second time
-    assert any("[twin@" in v and "fired 2 times" in v for v in report.violations), report.violations
-
-
-def test_every_single_fault_comes_before_the_random_ones() -> None:
-    listed = list(schedules(calls=2, seed=1, count=3))
-    assert listed[0] == ()
-    assert listed[1 : 1 + 2 * 5] == [
-        (Fault(call, kind),)
-        for call in range(2)
-        for kind in ("error", "lost", "resent", "crash", "twin")
-    ]
-    assert all(2 <= len(s) <= 3 for s in listed[11:]) and len(listed) == 14
-
-
-def test_a_lost_answer_takes_effect_and_a_resent_one_is_sent_twice() -> None:
-    import boto3
-    from botocore.exceptions import ReadTimeoutError
-    from moto import mock_aws
-
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        queue = sqs.create_queue(QueueName="q")["QueueUrl"]
-        injector = Injector([Fault(0, "lost"), Fault(1, "resent")])
-        injector.attach(sqs)
-        with pytest.raises(ReadTimeoutError):
-            sqs.send_message(QueueUrl=queue, MessageBody="one")
-        sqs.send_message(QueueUrl=queue, MessageBody="two")
-        Injector.detach(sqs)
-        attributes = sqs.get_queue_attributes(
-            QueueUrl=queue, AttributeNames=["ApproximateNumberOfMessages"]
-        )["Attributes"]
-    assert attributes["ApproximateNumberOfMessages"] == "3"  # one, two, two again
-    assert injector.injected == ["lost@0:SendMessage", "resent@1:SendMessage"]
-
-
-def test_a_cancel_anywhere_is_in_time_and_nothing_fires_or_refused_and_it_fires_once() -> None:
-    scenario = scenarios.SchedulerScenario(cancel=True)
-    report = explorer.explore(scenario, count=20)
+    report = explorer.explore(scenario, COUNT, stop_at_first=STOP_AT_FIRST, part=part)
+    print(report.line())
     assert report.violations == [], "\n".join(report.violations[:20])
-    # both answers were met: a cancel before the claim, and one after it
-    assert scenario.cancel_answers[200] > 0 and scenario.cancel_answers[409] > 0
+    parts = part[1]
+    # every single fault that applies at every call, in one part or another, and the rest
+    assert report.calls > 0 and report.schedules * parts > report.calls * 5 + COUNT
+    assert report.faults * parts >= report.calls * 5
 
 
-# Schedules that found a defect once (scripts/explore), kept: (scenario, faults, the defect)
-FOUND = [
+# Schedules that found a defect once (the mutation tier's, or scripts/explore's), kept:
+# (scenario, faults, the schedule's number, the defect). Each replays exactly at its number.
+def slots() -> scenarios.Scenario:
+    return scenarios.SchedulerScenario(slots=True, messages=2)
+
+
+FOUND: list[tuple[Any, str, int, str]] = [
     (
         lambda: scenarios.SchedulerScenario(cancel=True),
-        (Fault(10, "error"), Fault(11, "error"), Fault(28, "error")),
+        "fail@8,fail@9",
+        1,
         "MarkDone and RecordDone both failed once: the message stayed FIRING after it fired",
+    ),
+    (
+        slots,
+        "lost@5,stale@16",
+        278,
+        "slot defect 1: a retried Fire claimed as its first attempt and took over live claims",
+    ),
+    (
+        slots,
+        "orphan@18,stale@28",
+        238,
+        "slot defect 1: workers outlived the slot, whose retry took over their live claims",
+    ),
+    (
+        slots,
+        "timeout@13,stale@23",
+        177,
+        "slot defect 2: a message the lagging index listed twice was delivered twice",
+    ),
+    (
+        slots,
+        "lostall@17",
+        45,
+        "slot defect 3: max_attempts 1 is two sends: the SDK sent a target invoke again",
+    ),
+    (
+        slots,
+        "lostall@10,stale@12",
+        156,
+        "slot defect 4: a failed claim failed the invocation, its other claims left FIRING",
     ),
 ]
 
 
-@pytest.mark.parametrize(("scenario", "faults", "defect"), FOUND, ids=[f[2][:30] for f in FOUND])
+@pytest.mark.parametrize(
+    ("scenario", "faults", "number", "defect"), FOUND, ids=[f[3][:40] for f in FOUND]
+)
 def test_a_schedule_that_once_found_a_defect_finds_none(
-    scenario: Any, faults: tuple[Fault, ...], defect: str
+    scenario: Any, faults: str, number: int, defect: str
 ) -> None:
-    assert explorer.replay(scenario(), faults) == [], defect
+    assert explorer.replay(scenario(), Fault.parse(faults), number=number) == [], defect

@@ -112,9 +112,11 @@ def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_record
         "slot.$": "$.slot",
         "execution.$": "$$.Execution.Id",
         "retry.$": "$$.State.RetryCount",
+        "restart.$": "$.restart",
     }
     # the Wait ends LEAD_SECONDS before the second, a whole second
     assert scheduler_slots.slot_input(1_800_000_000) == {
+        "restart": False,
         "slot": 1_800_000_000,
         "wakeAt": "2027-01-15T07:59:58Z",
     }
@@ -173,21 +175,118 @@ def test_two_clocks_of_one_slot_fire_each_message_once(
     assert sum(r.get("skipped", 0) for r in results) == 20  # each lost claim counted
 
 
-def test_a_retried_clock_delivers_again_what_it_claimed_but_never_recorded(
-    config: SchedulerSettings, sent: list[tuple[str, float]]
+def test_a_claim_is_held_by_its_lease_and_taken_over_by_a_retry_once_it_ended(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN a message the slot claimed (its Lambda then died before recording it)
+    # GIVEN a message the slot's first attempt claimed, holding it until `lease` (its
+    # invocation's end); then its Lambda died before delivering it
     slot, [message_id] = due_slot(config, [0.0])
-    assert scheduler_slots.claim(config.table, message_id, "execution-1") is not None
-    # THEN another execution cannot take it, and the same one (retried) delivers it
-    assert scheduler_slots.claim(config.table, message_id, "execution-2") is None
-    assert scheduler_slots.fire(config.table, slot, "execution-2", retried=True) == {"skipped": 1}
-    assert scheduler_slots.fire(config.table, slot, "execution-1") == {"skipped": 0}
-    assert scheduler_slots.fire(config.table, slot, "execution-1", retried=True) == {
+    first = scheduler_slots.claimant("execution-1", 0)
+    lease = time.time() + 600
+    assert scheduler_slots.claim(config.table, message_id, first, lease).item is not None
+    # THEN while the lease holds, nobody takes it: not another clock, not the Fire's retry
+    # (the first attempt, or its workers, may still be delivering it)
+    retry = scheduler_slots.claimant("execution-1", 1)
+    for other in ("execution-2#0", retry):
+        held = scheduler_slots.claim(config.table, message_id, other, time.time() + 900)
+        assert held.item is None and held.held_until == pytest.approx(lease, abs=0.001)
+    # AND a retry with too little time left to outwait the lease leaves it (and says so)
+    short = time.time() + 30
+    assert scheduler_slots.fire(
+        config.table, slot, retry, retried=True, deadline=short, lease=short
+    ) == {"skipped": 1}
+    # AND the first attempt's own claim, sent again (a lost answer), is still its own
+    assert scheduler_slots.claim(config.table, message_id, first, lease).item is not None
+    # WHEN the lease has ended (the claimant is dead: Lambda stopped it at its timeout)
+    real = time.time
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: real() + 601)
+    # THEN a retry takes it over and delivers it, once; a fresh clock never reads FIRING
+    assert scheduler_slots.fire(config.table, slot, "execution-3#0") == {"skipped": 0}
+    assert scheduler_slots.fire(config.table, slot, retry, retried=True) == {
         "skipped": 0,
         "DONE": 1,
     }
     assert [i for i, _ in sent] == [message_id]
+
+
+def test_a_retry_outwaits_an_earlier_attempts_live_lease_then_takes_up_what_it_left(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a message held by the first attempt's lease for 100 s more (it died meanwhile)
+    slot, [message_id] = due_slot(config, [0.0])
+    clock = {"now": time.time()}
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
+    first, retry = (scheduler_slots.claimant("execution-1", n) for n in (0, 1))
+    scheduler_slots.claim(config.table, message_id, first, clock["now"] + 100)
+    # WHEN the Fire's retry runs with time to spare
+    counts = scheduler_slots.fire(config.table, slot, retry, retried=True, lease=clock["now"] + 900)
+    # THEN it waited for the lease to end, took the message up and delivered it once
+    assert counts == {"skipped": 0, "DONE": 1}
+    assert [i for i, _ in sent] == [message_id]
+
+
+def test_a_claim_that_keeps_failing_leaves_its_message_and_the_rest_are_delivered(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN three messages of a slot, the second's claim refused every time (the table
+    # throttling it past the SDK's retries and the claim's own)
+    slot, ids = due_slot(config, [0.0, 0.3, 0.6])
+    real = scheduler_slots.claim
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: None)
+
+    def claim(table: str, message_id: str, me: str, lease: float) -> Any:
+        if message_id == ids[1]:
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "x"}},
+                "UpdateItem",
+            )
+        return real(table, message_id, me, lease)
+
+    monkeypatch.setattr(scheduler_slots, "claim", claim)
+    monkeypatch.setattr(
+        scheduler_slots.SlotSettings,
+        "current",
+        classmethod(lambda cls: scheduler_slots.SlotSettings(config.table, "")),
+    )
+    # WHEN the slot fires
+    with pytest.raises(scheduler_slots.ClaimsFailed):
+        scheduler_slots.handler({"slot": slot, "execution": "x", "retry": 0}, None)
+    # THEN the others were delivered and recorded; the second stays STANDBY, for the
+    # slot's retry (its state machine retries ClaimsFailed), never half-claimed
+    assert sorted(i for i, _ in sent) == sorted([ids[0], ids[2]])
+    statuses = [scheduler.get(config, i)["status"] for i in ids]  # type: ignore[index]
+    assert statuses == ["DONE", "STANDBY", "DONE"]
+
+
+def test_a_message_listed_in_two_lanes_by_a_stale_index_is_fired_once(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an index read that lists a message twice (moving STANDBY -> FIRING, the
+    # eventually consistent index shows it under both)
+    slot, [message_id] = due_slot(config, [0.0])
+    real = scheduler_slots.due
+
+    def due(*args: Any, **kwargs: Any) -> Any:
+        found = list(real(*args, **kwargs))
+        return found + found
+
+    monkeypatch.setattr(scheduler_slots, "due", due)
+    # THEN it is claimed and delivered once
+    assert scheduler_slots.fire(config.table, slot, "e#0")["DONE"] == 1
+    assert [i for i, _ in sent] == [message_id]
+
+
+def test_a_delivery_and_a_workers_invoke_are_sent_once_by_the_sdk() -> None:
+    # botocore's max_attempts counts retries (1 would be two sends); total_max_attempts sends
+    scheduler_slots._client.cache_clear()
+    try:
+        for service in ("lambda", "sqs", "sns", "stepfunctions", "events"):
+            retries = scheduler_slots._client(service).meta.config.retries
+            assert retries == {"total_max_attempts": 1, "mode": "standard"}, service
+        assert scheduler_slots._client("dynamodb").meta.config.retries["total_max_attempts"] > 1
+    finally:
+        scheduler_slots._client.cache_clear()
 
 
 def test_a_target_failing_every_retry_ends_failed_with_its_error(
@@ -260,7 +359,7 @@ def test_a_large_slot_fans_out_by_shard_and_fires_each_once(
     def invoke(event: dict[str, Any]) -> dict[str, Any]:
         workers.append((event["shard"], event["of"]))
         return scheduler_slots.fire(
-            config.table, slot, event["execution"], event["shard"], event["of"]
+            config.table, slot, event["claimant"], event["shard"], event["of"]
         )
 
     counts = scheduler_slots.fire(config.table, slot, "big", invoke=invoke)
@@ -418,3 +517,31 @@ def test_scheduler_lanes_gives_pending_messages_of_an_older_deployment_their_lan
     found = scheduler_slots.members(config.table, math.floor(publish), ("STANDBY",))
     assert sorted(found) == sorted(ids)
     assert "lane" not in (scheduler._item(config, ended) or {})
+
+
+def test_the_sweep_restarts_the_slot_of_a_claim_whose_claimant_died(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN a slot clock, and a message its Fire claimed (lease until `lease`) and never
+    # recorded: every attempt of the slot failed, and the claimant is dead
+    slots = dataclasses.replace(config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "s"))
+    slot, [message_id] = due_slot(slots, [0.0])
+    lease = time.time() + 5
+    assert scheduler_slots.claim(slots.table, message_id, "slot-x#2", lease).item is not None
+    sfn = runtime.client("stepfunctions")
+    # WHEN the sweep runs while the lease holds, then after it ended
+    assert scheduler.sweep(slots, now=lease - 1)["restarted"] == 0
+    swept = lease + scheduler.OVERDUE_SECONDS + 1
+    result = scheduler.sweep(slots, now=swept)
+    # THEN it restarted the slot once, as a restart (which takes up ended claims), and
+    # counted the message overdue; the same sweep run again starts nothing more
+    assert result["restarted"] == 1 and result["overdue"] == 1
+    [execution] = sfn.list_executions(stateMachineArn=slots.slot_machine_arn)["executions"]
+    assert execution["name"] == scheduler_slots.restart_name(slot, swept)
+    described = sfn.describe_execution(executionArn=execution["executionArn"])
+    document = json.loads(described["input"])
+    assert scheduler_slots.slot_input(slot, restart=True).items() <= document.items()
+    assert scheduler.sweep(slots, now=swept)["restarted"] == 0
+    # AND the next period's sweep, finding it still FIRING (a restart that missed it),
+    # starts another
+    assert scheduler.sweep(slots, now=swept + 3600)["restarted"] == 1

@@ -1,0 +1,308 @@
+"""The mutation catalogue: defects a sceptical reviewer would plant, each one guard (a
+condition, a lease, a retry, a hash, a read) taken away or bent, across the five patterns,
+both backends and the slot clock. `python -m tests.explore.mutate` plants each in a
+scratch copy and runs the explorer tier against it: every one must be found.
+
+Each is one exact replacement: `old` must be in `path` exactly once. `selection` is the
+pytest `-k` expression of the explorer tests that should find it (the scenarios its code
+runs in)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    name: str
+    defect: str
+    path: str
+    old: str
+    new: str
+    selection: str = "no_schedule"
+
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # -- pattern 1: the starter --------------------------------------------------------------
+    Mutant(
+        "starter-taken-is-failure",
+        "the starter treats ExecutionAlreadyExists as a failure (every redelivery of a "
+        "started key raised, then dead-lettered)",
+        "handlers/executions.py",
+        """            if aws_code(exc) != "ExecutionAlreadyExists":
+                raise
+            if reuse_policy == ReusePolicy.REJECT_DUPLICATE:""",
+        """            if aws_code(exc) != "ExecutionAlreadyExists" or True:
+                raise
+            if reuse_policy == ReusePolicy.REJECT_DUPLICATE:""",
+        "starter and step",
+    ),
+    Mutant(
+        "starter-error-is-duplicate",
+        "the starter takes any failed start (a throttle, a 5xx) for a duplicate",
+        "handlers/executions.py",
+        """            if aws_code(exc) != "ExecutionAlreadyExists":
+                raise
+            if reuse_policy == ReusePolicy.REJECT_DUPLICATE:""",
+        """            if reuse_policy == ReusePolicy.REJECT_DUPLICATE:""",
+        "starter and step",
+    ),
+    Mutant(
+        "names-truncated-without-hash",
+        "a long or unsafe key's name is its readable prefix cut short, without the hash "
+        "(two keys alike at the start become one execution)",
+        "handlers/names.py",
+        """    prefix = readable(key)[: room - HASH_CHARS - 2]
+    return f"{prefix}--{key_hash(key)}\"""",
+        """    prefix = readable(key)[: room - HASH_CHARS - 2]
+    return f"{prefix}--{key_hash(prefix)}\"""",
+        "starter",
+    ),
+    Mutant(
+        "failed-only-reruns-running",
+        "ALLOW_DUPLICATE_FAILED_ONLY starts the next attempt whatever the taken name's "
+        "execution did (a running or succeeded one too)",
+        "handlers/executions.py",
+        """            if status not in RETRYABLE_STATUSES:
+                return Outcome(DUPLICATE, name, arn, attempt, status)""",
+        """            if status not in RETRYABLE_STATUSES and False:
+                return Outcome(DUPLICATE, name, arn, attempt, status)""",
+        "starter and ALLOW",
+    ),
+    Mutant(
+        "durable-taken-is-failure",
+        "the durable backend treats DurableExecutionAlreadyStartedException as a failure",
+        "handlers/executions.py",
+        """            if aws_code(exc) != DURABLE_ALREADY_STARTED:
+                raise""",
+        """            if aws_code(exc) != DURABLE_ALREADY_STARTED or True:
+                raise""",
+        "starter and durable",
+    ),
+    # -- pattern 5: the ETL ------------------------------------------------------------------
+    Mutant(
+        "etl-put-without-if-none-match",
+        "the conditional-write strategy's PUT without If-None-Match (the last writer wins)",
+        "handlers/s3_publish.py",
+        """    condition = {"IfNoneMatch": "*"} if only_if_absent else {}""",
+        """    condition = {}""",
+        "ETL and conditional",
+    ),
+    Mutant(
+        "etl-412-is-failure",
+        "the conditional-write strategy takes S3's 412 (written meanwhile) for a failure",
+        "handlers/etl.py",
+        """        if code == "PreconditionFailed":  # written meanwhile: a concurrent duplicate
+            return {"status": DUPLICATE, "output": output}""",
+        """        if code == "PreconditionFailed" and False:
+            return {"status": DUPLICATE, "output": output}""",
+        "ETL and conditional",
+    ),
+    Mutant(
+        "etl-no-head-first",
+        "a redelivery after completion is not looked up first: it transforms again (and "
+        "meets the 412 only at the end)",
+        "handlers/etl.py",
+        """    if published(config, key):
+        return {"status": DUPLICATE, "output": output}""",
+        """    if False:
+        return {"status": DUPLICATE, "output": output}""",
+        "ETL and conditional",
+    ),
+    Mutant(
+        "etl-lock-unconditional",
+        "the control record's lock is taken without its condition (a live lock is taken over)",
+        "handlers/etl.py",
+        """            ConditionExpression=(
+                "attribute_not_exists(id) OR (#s = :in_progress AND lock_expires < :now)"
+            ),""",
+        """            ConditionExpression=(
+                "attribute_not_exists(id) OR (#s = :in_progress) OR lock_expires < :now"
+            ),""",
+        "ETL and control",
+    ),
+    Mutant(
+        "etl-lock-outlives-nothing",
+        "the control record's lock expires at once (a running transform's lock is free)",
+        "handlers/etl.py",
+        """                "lock_expires": {"N": f"{now + remaining_ms / 1000:.3f}"},""",
+        """                "lock_expires": {"N": f"{now:.3f}"},""",
+        "ETL and control",
+    ),
+    Mutant(
+        "etl-deterministic-rewrites",
+        "the deterministic strategy rewrites an output it finds published",
+        "handlers/etl.py",
+        """    key = output_key(config, ref)
+    if not published(config, key):""",
+        """    key = output_key(config, ref)
+    if not published(config, key) or True:""",
+        "ETL and deterministic",
+    ),
+    Mutant(
+        "etl-powertools-no-version",
+        "the Powertools strategy keys its record by the object key alone (a new version of "
+        "it is taken for a duplicate of the old)",
+        "handlers/etl.py",
+        """    obj = {**ref.as_dict(), "identity": ref.identity}""",
+        """    obj = {**ref.as_dict(), "identity": ref.key}""",
+        "ETL and powertools",
+    ),
+    # -- pattern 3: the scheduler: its API, stream, sweep and waiting machine ----------------
+    Mutant(
+        "waiting-claim-unconditional",
+        "the waiting machine's Claim takes the message whatever its status (a cancelled "
+        "one, or one another execution claimed)",
+        "components/scheduler.py",
+        """                    condition="#s = :expected OR (#s = :new AND claimed_by = :me)",""",
+        """                    condition="attribute_exists(pk) OR #s = :expected",""",
+        "scheduler and cancelled",
+    ),
+    Mutant(
+        "cancel-after-claim",
+        "a cancel is accepted after the message was claimed (200, yet it fires)",
+        "handlers/scheduler.py",
+        "(Status.RESERVED, Status.STANDBY), Status.CANCELLED):",
+        "(Status.RESERVED, Status.STANDBY, Status.FIRING), Status.CANCELLED):",
+        "scheduler and cancelled",
+    ),
+    Mutant(
+        "register-overwrites",
+        "a registration replayed under its Idempotency-Key overwrites the stored message "
+        "(a fired one is STANDBY again)",
+        "handlers/scheduler.py",
+        'Item=item, ConditionExpression="attribute_not_exists(pk)"',
+        'Item=item, ConditionExpression="attribute_exists(pk) OR attribute_not_exists(pk)"',
+        "scheduler",
+    ),
+    # -- pattern 3: the slot clock -------------------------------------------------------------
+    Mutant(
+        "slot-claim-any-firing",
+        "the slot clock's claim takes any FIRING message, not only one whose claimant's "
+        "lease ended (a live claim is taken over: delivered twice)",
+        "handlers/scheduler_slots.py",
+        '"#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :now))"',
+        '"#s = :standby OR #s = :firing OR (claimed_by = :me AND lease < :now)"',
+        "slot",
+    ),
+    Mutant(
+        "slot-claimant-without-attempt",
+        "reading defect 1: a retried Fire claims as the same claimant as the attempt before "
+        "it, so it takes over claims the first attempt (or its workers) still deliver",
+        "handlers/scheduler_slots.py",
+        'return f"{execution}#{attempt}"',
+        'return f"{execution}"',
+        "slot",
+    ),
+    Mutant(
+        "slot-workers-outlive-slot",
+        "reading defect 1, by sizing: the workers function times out no sooner than the slot "
+        "function that invoked them (a retry of the slot takes over claims a live worker "
+        "delivers)",
+        "components/scheduler.py",
+        "WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60",
+        "WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS + 60",
+        "slot",
+    ),
+    Mutant(
+        "slot-members-twice",
+        "reading defect 2: a message the eventually consistent index lists under two lanes "
+        "is claimed and delivered twice",
+        "handlers/scheduler_slots.py",
+        "    return list(dict.fromkeys(ordered))",
+        "    return list(ordered)",
+        "slot",
+    ),
+    Mutant(
+        "slot-sdk-resends-deliveries",
+        "reading defect 3: the delivery clients at max_attempts (retries) instead of "
+        "total_max_attempts (sends): a target invoke that ran is sent again by the SDK",
+        "handlers/scheduler_slots.py",
+        'retries={"total_max_attempts": sends, "mode": "standard"},',
+        'retries={"max_attempts": sends, "mode": "standard"},',
+        "slot",
+    ),
+    Mutant(
+        "slot-claim-error-ends-invocation",
+        "reading defect 4: a claim that fails (the table throttling) fails the invocation "
+        "after other claims landed, instead of being retried for that message",
+        "handlers/scheduler_slots.py",
+        "            if attempt == CLAIM_ATTEMPTS - 1:\n"
+        '                log("WARNING", "not claimed", message_id=message_id, error=repr(exc))\n'
+        "                return exc",
+        "            if True:\n"
+        '                log("WARNING", "not claimed", message_id=message_id, error=repr(exc))\n'
+        "                raise",
+        "slot",
+    ),
+    Mutant(
+        "slot-record-once",
+        "the slot's final status write is tried once (a transient error leaves a delivered "
+        "message FIRING, delivered again when its claim is taken over)",
+        "handlers/scheduler_slots.py",
+        "    for attempt in range(8):",
+        "    for attempt in range(1):",
+        "slot",
+    ),
+    Mutant(
+        "slot-no-second-read",
+        "the slot reads the index once: a message the index had not caught up with waits "
+        "for the sweep",
+        "handlers/scheduler_slots.py",
+        "        fire_these(members(table, slot, statuses, shard, of))",
+        "        pass",
+        "slot",
+    ),
+    Mutant(
+        "slot-retry-reads-standby-only",
+        "a retried Fire reads only STANDBY messages: what the attempt before it claimed and "
+        "never delivered waits for the sweep",
+        "handlers/scheduler_slots.py",
+        '    statuses = ("STANDBY", "FIRING") if retried else ("STANDBY",)',
+        '    statuses = ("STANDBY",)',
+        "slot",
+    ),
+    Mutant(
+        "sweep-leaves-dead-claims",
+        "the sweep never restarts a slot whose claimant died: its messages stay FIRING",
+        "handlers/scheduler.py",
+        "            if lease >= now:\n                continue",
+        "            if True:\n                continue",
+        "slot",
+    ),
+    # -- pattern 4: the resumable workflow ------------------------------------------------------
+    Mutant(
+        "resumable-save-without-lease",
+        "the state machine's Save writes a step's entry without the lease condition (a run "
+        "that lost its key goes on)",
+        "components/resumable_asl.py",
+        'update, values, condition="lease = :me")',
+        'update, values, condition="attribute_exists(pk) OR lease = :me")',
+        "resumable and step",
+    ),
+    Mutant(
+        "resumable-holder-always-ended",
+        "Load takes over the lease of a run that is still running",
+        "handlers/resumable.py",
+        "def _holder_ended(holder: str) -> bool:\n",
+        "def _holder_ended(holder: str) -> bool:\n    return True\n",
+        "resumable",
+    ),
+    Mutant(
+        "durable-reruns-done-step",
+        "the durable form runs again a step an earlier run finished",
+        "handlers/resumable_durable.py",
+        '        if results[name].get("done"):',
+        '        if results[name].get("done") and False:',
+        "resumable and durable",
+    ),
+    Mutant(
+        "durable-step-client-resends",
+        "the durable form's step client back to the SDK's default retries: a step invoke "
+        "whose answer is lost is sent again while it runs",
+        "handlers/resumable_durable.py",
+        'retries={"total_max_attempts": 1, "mode": "standard"},',
+        'retries={"max_attempts": 3, "mode": "standard"},',
+        "resumable and durable",
+    ),
+)

@@ -1,0 +1,445 @@
+"""Pattern 3, the precise scheduler, as its sources and its two state machines run it.
+
+A message registered through the API (its client retrying a 5xx or a timeout, with the
+same Idempotency-Key; a concurrent duplicate registration at the twin point), started by
+the API and by the stream (every record of the table, in order, each batch retried on
+failure, and every record delivered again after all that: stale images), fired by its
+second's slot clock (the slot state machine interpreted, its Fire invoking the real slot
+function, which fans out to workers past CHUNK) or by an execution of its own (the
+waiting machine interpreted), the sweep run once it would be overdue. With `cancel`, a
+DELETE comes at the twin point.
+
+Verdict: each message ends DONE (or CANCELLED if a cancel said 200, never fired), is
+delivered to its target at least once and never before its time, and at most once more
+than the faults that made a delivery ambiguous: a fault at the target's own invoke (its
+answer lost, its invocation died or timed out), or a death or a failed status write of
+the invocation that had claimed it, between its claim and its record.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from exactly_once.components.scheduler import (
+    SLOT_TIMEOUT_SECONDS,
+    STREAM_FILTERS,
+    WORKERS_TIMEOUT_SECONDS,
+    slot_definition,
+    waiting_definition,
+)
+from exactly_once.handlers import (
+    runtime,
+    scheduler,
+    scheduler_api,
+    scheduler_clock,
+    scheduler_index,
+    scheduler_slots,
+    settings,
+)
+from tests.explore.dynamo import Table
+from tests.explore.lambdas import DIED, TIMED_OUT, Failure
+from tests.explore.machine import Machine, integration_client
+from tests.explore.scenarios.base import (
+    ARN,
+    CONCURRENCY,
+    WAIT,
+    Delivery,
+    Scenario,
+    Verdict,
+    World,
+    clocked,
+    unexcused_failures,
+)
+
+TABLE = "explore-messages"
+TARGET_FN = ARN.format("lambda", "function:target")
+CLOCK_FN = ARN.format("lambda", "function:clock")
+SLOT_FN = ARN.format("lambda", "function:slot")
+WORKERS_FN = ARN.format("lambda", "function:slot-workers")
+API_FN = ARN.format("lambda", "function:api")
+STARTER_FN = ARN.format("lambda", "function:stream-starter")
+SWEEP_FN = ARN.format("lambda", "function:sweep")
+STREAM_ATTEMPTS = 6  # the event source mapping's retries of a failed batch (then its DLQ)
+# A message fires this close to its time when no fault could delay it past its slot (the
+# lateness goals themselves are the benchmarks' to show: the explorer's clock is a model).
+ON_TIME_SECONDS = 60
+
+
+def passes_filters(record: dict[str, Any]) -> bool:
+    """The stream mapping's filter criteria (components/scheduler.py: STREAM_FILTERS)."""
+    change = record["dynamodb"]
+    new = (change.get("NewImage") or {}).get("status", {}).get("S")
+    old = (change.get("OldImage") or {}).get("status", {}).get("S")
+    for pattern in STREAM_FILTERS:
+        wanted_new = pattern["dynamodb"]["NewImage"]["status"]["S"]
+        wanted_old = pattern["dynamodb"].get("OldImage", {}).get("status", {}).get("S")
+        if new in wanted_new and (wanted_old is None or old in wanted_old):
+            return True
+    return False
+
+
+class SchedulerScenario(Scenario):
+    def __init__(self, cancel: bool = False, slots: bool = False, messages: int = 1) -> None:
+        self.cancel = cancel
+        self.slots = slots
+        self.messages = messages
+        self.name = "3 scheduler" + (
+            ", slot clock" if slots else ", cancelled anywhere" if cancel else ""
+        )
+        self.parts = 4 if slots else 2
+        self.cancel_answers: collections.Counter[int] = collections.Counter()
+
+    def clients(self) -> list[Any]:
+        services = ("dynamodb", "stepfunctions", "lambda")
+        found = [runtime.client(s) for s in services]
+        found += [scheduler_slots._client(s) for s in ("dynamodb", "lambda")]
+        return [*found, self.integration]
+
+    def setup(self) -> None:
+        iam = runtime.client("iam")
+        self.role = iam.create_role(RoleName="waiter", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        scheduler_slots._client.cache_clear()  # its clients in this moto world
+        self.integration = integration_client("dynamodb")
+
+    def fresh(self, world: World) -> None:
+        """The schedule's own table and state machines (what it lists and queries stays the
+        size of one schedule's work, however many ran in the world before it)."""
+        tag = world.tag
+        ddb = runtime.client("dynamodb")
+        sfn = runtime.client("stepfunctions")
+
+        def create() -> list[str]:
+            ddb.create_table(TableName=f"{TABLE}-{tag}", **scheduler_index.table_schema())
+            ddb.put_item(
+                TableName=f"{TABLE}-{tag}",
+                Item={"pk": {"S": "INVOKER#demo"}, "target_arn": {"S": TARGET_FN}},
+            )
+            return [
+                sfn.create_state_machine(
+                    name=f"{name}-{tag}", definition=json.dumps(WAIT), roleArn=self.role
+                )["stateMachineArn"]
+                for name in ("waiter", "slots")
+            ]
+
+        machines = world.quietly(create)
+        self.config = scheduler.SchedulerSettings(
+            table=f"{TABLE}-{tag}",
+            state_machine_arn=machines[0],
+            window_seconds=120,
+            late_tolerance_seconds=60,
+            slot_machine_arn=machines[1] if self.slots else "",
+        )
+        self.waiting = waiting_definition(self.config.table, CLOCK_FN)
+        self.slot = slot_definition(SLOT_FN)
+
+    @contextlib.contextmanager
+    def patched(self, world: World) -> Iterator[None]:
+        """Two lanes, not sixteen (the logic is the same for any number, and each lane is one
+        more Query, one more fault point, in every read); a slot of more than one message
+        fans out to its workers."""
+        self.fresh(world)
+        saved = scheduler_index.LANES, scheduler_slots.CHUNK
+        scheduler_index.LANES, scheduler_slots.CHUNK = 2, 1
+        settings._CURRENT[scheduler_slots.SlotSettings] = scheduler_slots.SlotSettings(
+            table=self.config.table, workers_function=WORKERS_FN
+        )
+        try:
+            with clocked(world.clock, scheduler, scheduler_slots, scheduler_clock):
+                yield
+        finally:
+            scheduler_index.LANES, scheduler_slots.CHUNK = saved
+            settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
+
+    # -- the schedule --------------------------------------------------------------------------
+    def run(self, world: World) -> Verdict:
+        config = self.config
+        clock = world.clock
+        table = Table(config.table, "pk", lambda: runtime.client("dynamodb"))
+        table.watch(world.injector)
+        scheduler._STARTED_SLOTS.clear()
+        fires: dict[str, list[float]] = {}
+        fired_by: dict[str, list[str]] = {}
+
+        def target(event: Any, context: Any) -> Any:
+            fires.setdefault(event["id"], []).append(clock.now)
+            process = world.injector.processes.invocation()
+            caller = process.parent if process is not None else None
+            fired_by.setdefault(event["id"], []).append(caller.name if caller else "")
+            return {"id": event["id"]}
+
+        lambdas = world.lambdas
+        lambdas.register(TARGET_FN, target)
+        lambdas.register(CLOCK_FN, scheduler_clock.handler, timeout=10)
+        slot_function = lambdas.register(
+            SLOT_FN, scheduler_slots.handler, timeout=SLOT_TIMEOUT_SECONDS
+        )
+        lambdas.register(WORKERS_FN, scheduler_slots.handler, timeout=WORKERS_TIMEOUT_SECONDS)
+        api = lambdas.register(API_FN, lambda e, c: scheduler_api.serve(e, config, c))
+        starter = lambdas.register(STARTER_FN, lambda e, c: scheduler.start_records(config, e, c))
+        sweeper = lambdas.register(SWEEP_FN, lambda e, c: scheduler.sweep(config, context=c))
+        machines = {
+            config.state_machine_arn: self.waiting,
+            config.slot_machine_arn: self.slot,
+        }
+        ran: set[str] = set()
+        attempts: list[str] = []  # every invocation of a source's, for the verdict
+        publish = round(clock.now + 30, 3)
+        cancels: list[int] = []
+
+        def call_api(request: dict[str, Any], who: str) -> Any:
+            """The API's client: a 5xx or a timeout is sent again (up to 3 tries)."""
+            answer: Any = None
+            for attempt in range(3):
+                name = f"{who}#{attempt}"
+                attempts.append(name)
+                answer = lambdas.run(api, request, f"r-{who}-{attempt}", name)
+                if not isinstance(answer, Failure) and answer["statusCode"] < 500:
+                    return answer
+                clock.sleep(1)
+            return answer
+
+        def register(i: int, who: str) -> Any:
+            body = {"publishTime": publish + i * 0.25, "channel": "demo", "parameters": {"i": i}}
+            request = {
+                "httpMethod": "POST",
+                "body": json.dumps(body),
+                "headers": {"Idempotency-Key": f"{world.tag}-{i}"},
+                "requestContext": {"requestTimeEpoch": int(clock.now * 1000)},
+            }
+            return call_api(request, who)
+
+        ids: list[str] = []
+
+        def cancel() -> None:
+            request = {"httpMethod": "DELETE", "pathParameters": {"id": ids[0]}}
+            answer = call_api(request, "cancel")
+            if not isinstance(answer, Failure):
+                cancels.append(answer["statusCode"])
+                self.cancel_answers[answer["statusCode"]] += 1
+
+        def stream(records: list[Any], who: str) -> None:
+            """The event source mapping: each record that passes the filters, in order, one
+            batch each; a failed batch retried (then the mapping's DLQ keeps it)."""
+            for n, record in enumerate(records):
+                event = record.as_event()
+                if not passes_filters(event):
+                    continue
+                for attempt in range(STREAM_ATTEMPTS):
+                    name = f"{who}{n}#{attempt}"
+                    attempts.append(name)
+                    if not isinstance(
+                        lambdas.run(starter, {"Records": [event]}, name, name), Failure
+                    ):
+                        break
+                    clock.sleep(1)
+
+        def executions() -> None:
+            """Every execution not run yet, run by the model; a failed one redriven once."""
+            sfn = runtime.client("stepfunctions")
+            for machine_arn, definition in machines.items():
+                if not machine_arn:
+                    continue
+                listed = world.quietly(lambda m=machine_arn: sfn.list_executions(stateMachineArn=m))
+                for execution in listed["executions"]:
+                    arn = execution["executionArn"]
+                    mine = execution["name"].startswith(tuple(ids)) or (
+                        execution["name"].startswith(scheduler_slots.SLOT_PREFIX)
+                        and arn not in ran
+                        and str(scheduler_slots.slot_of(publish)) in execution["name"]
+                    )
+                    if arn in ran or not mine:
+                        continue
+                    ran.add(arn)
+                    document = json.loads(
+                        world.quietly(lambda a=arn: sfn.describe_execution(executionArn=a))["input"]
+                    )
+                    model = Machine(definition, lambdas, clock, world.injector, self.integration)
+                    run = model.run(arn, document)
+                    if run.status == "FAILED":  # an operator's redrive: from the state that failed
+                        model.run(arn, run.failed_input, start_at=run.failed_state)
+
+        def duplicated_clock(execution: str, restart: bool = False) -> None:
+            slot = scheduler_slots.slot_of(publish)
+            event = {"slot": slot, "execution": execution, "restart": restart}
+            attempts.append(execution)
+            lambdas.run(slot_function, event, execution, execution)
+
+        def sweep(who: str) -> None:
+            for attempt in range(2):  # the next scheduled sweep, should this one fail
+                name = f"{who}#{attempt}"
+                attempts.append(name)
+                if not isinstance(lambdas.run(sweeper, {}, name, name), Failure):
+                    return
+                clock.sleep(60)
+
+        # a concurrent duplicate registration (the same key) wherever the schedule says
+        world.injector.twin = lambda: [register(i, "twin") for i in range(self.messages)]
+        registered = [register(i, f"register{i}") for i in range(self.messages)]
+        if any(isinstance(a, Failure) or a["statusCode"] >= 500 for a in registered):
+            return lambda: []  # never registered: the client was told (5xx every time)
+        for answer in registered:
+            assert answer["statusCode"] in (200, 201), f"registration refused: {answer}"
+            ids.append(json.loads(answer["body"])["id"])
+        if self.cancel:  # from now on, the concurrent request is a cancel
+            world.injector.twin = cancel
+        elif self.slots:  # from now on, another clock of the slot: a duplicated Fire, or
+            # a restart (which also reads what is FIRING, as the sweep's restart does)
+            world.injector.twin = lambda: duplicated_clock("a-duplicated-clock")
+            world.injector.dup = lambda: duplicated_clock("a-restart", restart=True)
+        stream(list(table.stream), "stream")
+        executions()
+        clock.sleep(scheduler.OVERDUE_SECONDS + 10)
+        sweep("sweep")
+        executions()
+        stream(list(table.stream), "again")  # every record again, late: stale images
+        executions()
+        # a later sweep (the next period's), once any claim's lease has ended; and, while a
+        # message has not ended, the next one (what one sweep's read missed, the next reads)
+        clock.sleep(SLOT_TIMEOUT_SECONDS + 60)
+        sweep("later")
+        executions()
+        for n in range(2):
+            pending = [
+                m
+                for m in ids
+                if world.quietly(lambda m=m: scheduler.get(config, m))["status"]
+                in ("STANDBY", "FIRING", "RESERVED")
+            ]
+            if not pending:
+                break
+            clock.sleep(3600)
+            sweep(f"next{n}")
+            executions()
+        world.injector.twin = world.injector.dup = None
+        if self.cancel and not cancels:
+            world.quietly(cancel)
+
+        def verdict() -> list[str]:
+            violations: list[str] = []
+            for i, message_id in enumerate(ids):
+                final = world.quietly(lambda m=message_id: scheduler.get(config, m))
+                fired = fires.get(message_id, [])
+                message_publish = publish + i * 0.25
+                if i == 0 and cancels and cancels[0] == 200:  # cancelled in time: never fires
+                    if fired or final is None or final["status"] != "CANCELLED":
+                        violations.append(
+                            f"cancelled (200) yet ended {final and final['status']}, "
+                            f"fired {len(fired)}"
+                        )
+                    continue
+                if i == 0 and cancels and cancels[0] != 409:
+                    violations.append(f"a cancel answered {cancels[0]}")
+                allowed = 1 + self.ambiguous(world, message_id)
+                found = verdict_of(final, fired, allowed, message_publish)
+                if fired and not found and self.on_time_expected(world):
+                    late = min(fired) - message_publish
+                    if late > ON_TIME_SECONDS:
+                        found.append(f"fired {late:.0f}s late, with no fault to delay it")
+                violations += [f"{message_id[:8]}: {v}" for v in found]
+            return violations + unexcused_failures(world, self.deliveries_of(attempts))
+
+        return verdict
+
+    def ambiguous(self, world: World, message_id: str) -> int:
+        """How many times a delivery of the message may have happened unknown to whoever
+        delivers it next: a target invoke whose answer was lost or whose caller died as
+        it went out; and a claim whose claimant never landed the final write (it died
+        or timed out, or the write kept failing): the message stays FIRING, and is
+        delivered again once its claim is taken over. A claimant that wrote the final
+        status leaves nothing ambiguous; nor does one alive to write it: a transient
+        error at its final write is its to retry."""
+        calls = world.injector.calls
+        count = sum(
+            1
+            for c in calls
+            if c.kind in ("lost", "lostall", "crash", "timeout")
+            and world.injector.hit(c)
+            and is_target_invoke(c)
+        )
+        key = f"MESSAGE#{message_id}"
+        for claim in (c for c in calls if writes(c, key, "FIRING") and c.took_effect):
+            landed = any(
+                c.process == claim.process
+                and c.index > claim.index
+                and final_write(c, key)
+                and c.took_effect
+                for c in calls
+            )
+            failure = world.lambdas.failures.get(claim.process)
+            died = failure is not None and failure.error_type in (DIED, TIMED_OUT)
+            count += not landed and died
+        return count
+
+    @staticmethod
+    def on_time_expected(world: World) -> bool:
+        """Whether every message should fire on time: nothing died or timed out, Step
+        Functions' own invokes of the slot function went through (a retried Fire, or a
+        claim left to a sweep's restart, is late by design; a transient error at any
+        handler's call is retried within the invocation), and the index lagged once at
+        most (its second read finds what the first missed)."""
+        for call in world.injector.calls:
+            if call.kind is None or not world.injector.hit(call):
+                continue
+            if call.kind in ("crash", "timeout", "orphan"):
+                return False
+            if call.operation.startswith("Invoke:") and call.kind not in CONCURRENCY:
+                return False
+        # an index lagging longer than its catch-up, read after read, may hide a message
+        # from its slot (then the sweep finds it)
+        stale = [c for c in world.injector.calls if c.kind == "stale" and world.injector.hit(c)]
+        return len(stale) < 2
+
+    @staticmethod
+    def deliveries_of(attempts: list[str]) -> list[Any]:
+        """The sources' invocations, each as a delivery of its own (for the rule that good
+        work fails only for a reason)."""
+        return [Delivery(name, "?", None, [name]) for name in attempts]
+
+
+def is_target_invoke(call: Any) -> bool:
+    if call.operation == "Invoke:target":  # the waiting machine's Fire
+        return True
+    return bool(
+        call.service == "lambda"
+        and call.operation == "Invoke"
+        and call.params.get("FunctionName") == TARGET_FN
+    )
+
+
+def _values(call: Any) -> str:
+    return json.dumps(call.params.get("ExpressionAttributeValues", {}))
+
+
+def writes(call: Any, key: str, status: str) -> bool:
+    """An UpdateItem of the message `key` that sets `status`."""
+    return (
+        call.service == "dynamodb"
+        and call.operation == "UpdateItem"
+        and call.params.get("Key", {}).get("pk", {}).get("S") == key
+        and f'"{status}"' in _values(call)
+        and "SET #s" in str(call.params.get("UpdateExpression", ""))
+    )
+
+
+def final_write(call: Any, key: str) -> bool:
+    return writes(call, key, "DONE") or writes(call, key, "FAILED")
+
+
+def verdict_of(
+    final: dict[str, Any] | None, fired: list[float], allowed: int, publish: float
+) -> list[str]:
+    """DONE, fired at least once and at most `allowed` times, never before `publish`."""
+    violations = []
+    if final is None or final["status"] != "DONE":
+        violations.append(f"ended {final and final['status']}, not DONE")
+    if not fired:
+        violations.append("never fired")
+    elif len(fired) > allowed:
+        violations.append(f"fired {len(fired)} times (allowed {allowed})")
+    if fired and min(fired) < publish:
+        violations.append(f"fired {publish - min(fired):.3f}s early")
+    return violations
