@@ -12,8 +12,10 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -145,7 +147,10 @@ def _vendor(
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     target = build_dir() / f"deps-{digest}"
     if not (target / ".complete").exists():
-        target.mkdir(parents=True, exist_ok=True)
+        # Installed beside, then moved into place whole: two deploys building at once (two
+        # stacks, two test workers) never see each other's half-installed folder.
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
         done = subprocess.run(
             [
                 *_pip(python),
@@ -154,7 +159,7 @@ def _vendor(
                 "--disable-pip-version-check",
                 "--no-compile",  # bytecode is the deploying Python's, not the runtime's
                 "--target",
-                str(target),
+                str(staging),
                 *[arg for tag in tags for arg in ("--platform", tag)],
                 "--implementation",
                 "cp",
@@ -167,8 +172,16 @@ def _vendor(
             text=True,
         )
         if done.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
             raise BuildError(_why(requirements, done.stderr, tags))
-        (target / ".complete").touch()
+        (staging / ".complete").touch()
+        try:
+            staging.rename(target)
+        except OSError:  # another build put it in place first (or a stale one is there)
+            shutil.rmtree(staging, ignore_errors=True)
+            if not (target / ".complete").exists():
+                shutil.rmtree(target, ignore_errors=True)
+                return _vendor(requirements, architecture, python_version, python)
     return target
 
 
@@ -226,13 +239,18 @@ def build_zip(
     out = build_dir() / f"lambda-{digest.hexdigest()[:16]}.zip"
     if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp")
+        # a name of its own, moved into place whole: a concurrent build of the same zip
+        # writes the same bytes, and neither ever reads the other's half
+        handle, name = tempfile.mkstemp(prefix=f"{out.stem}.", suffix=".tmp", dir=out.parent)
+        os.close(handle)
+        tmp = Path(name)
         with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
             for path, arcname in entries:
                 info = zipfile.ZipInfo(arcname, FIXED_TIME)
                 info.external_attr = 0o644 << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
                 archive.writestr(info, path.read_bytes())
+        tmp.chmod(0o644)
         tmp.replace(out)
     return out
 

@@ -6,8 +6,8 @@ What it follows (DynamoDB developer guide):
   "changes to the table data are propagated to the global secondary indexes within a
   fraction of a second, under normal conditions": a read may miss a recent write, and an
   item whose index key changed may still be listed under its old key (so, for a moment,
-  under both). The `stale` fault answers a Query on the index from that view: every item
-  written in this schedule as its previous image was.
+  under both). The `stale` fault answers a Query on the index from that view: the index
+  has not seen each item's last write yet.
 - "Change data capture for DynamoDB Streams": each write is one stream record (INSERT,
   MODIFY, REMOVE) with the item's images, in order per item; Lambda's event source mapping
   delivers records at least once, in batches, retrying a failed batch ("DynamoDB Streams
@@ -50,11 +50,13 @@ class Table:
     `watch(injector)`: it reads each written item back (a look, not a call) after every
     write that took effect, whoever made it."""
 
-    def __init__(self, name: str, key: str, client: Callable[[], Any]) -> None:
+    def __init__(self, name: str, key: str, client: Callable[[], Any], clock: Any = None) -> None:
         self.name = name
         self.key = key
         self.client = client
-        self.images: dict[str, list[dict[str, Any] | None]] = {}  # key -> images, oldest first
+        self.clock = clock  # (.now) when each write landed
+        # key -> (when, image) of each write, oldest first (None: absent)
+        self.images: dict[str, list[tuple[float, dict[str, Any] | None]]] = {}
         self.stream: list[Record] = []
 
     def watch(self, injector: Injector) -> None:
@@ -62,18 +64,30 @@ class Table:
         injector.stale = self.stale
         injector.lagging = self.lagging
 
+    def _now(self) -> float:
+        return float(self.clock.now) if self.clock is not None else 0.0
+
+    def _view(self, call: Call) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(key -> image the lagging index lists, key -> image the table's latest), of the
+        items this schedule wrote whose lagging view differs from their latest: the index
+        has not seen each item's last write yet, however long ago it was (an index under
+        write back-pressure may fall far behind: DynamoDB developer guide, "GSI write
+        throttling and back pressure")."""
+        matches = _condition(call.params)
+        lagging: dict[str, Any] = {}
+        latest: dict[str, Any] = {}
+        for key, history in self.images.items():
+            old, new = history[-2][1] if len(history) > 1 else None, history[-1][1]
+            if bool(old and matches(old)) != bool(new and matches(new)):
+                lagging[key] = old if old and matches(old) else None
+                latest[key] = new
+        return lagging, latest
+
     def lagging(self, call: Call) -> bool:
-        """Whether the lagging index would answer this Query otherwise than the table:
-        an item it reads moved into or out of its keys with its last write."""
+        """Whether the lagging index would answer this Query otherwise than the table."""
         if call.params.get("TableName") != self.name:
             return False
-        matches = _condition(call.params)
-        return any(
-            len(history) > 1
-            and bool(history[-1] and matches(history[-1]))
-            != bool(history[-2] and matches(history[-2]))
-            for history in self.images.values()
-        )
+        return bool(self._view(call)[0])
 
     def observe(self, call: Call) -> None:
         if call.service != "dynamodb" or call.operation not in WRITES:
@@ -83,29 +97,27 @@ class Table:
         keys = call.params.get("Key") or {self.key: call.params["Item"][self.key]}
         key = keys[self.key]["S"]
         now = self.client().get_item(TableName=self.name, Key=keys, ConsistentRead=True).get("Item")
-        history = self.images.setdefault(key, [None])
-        old = history[-1]
+        history = self.images.setdefault(key, [(float("-inf"), None)])
+        old = history[-1][1]
         if now == old:
             return  # (a write that changed nothing writes no stream record)
-        history.append(now)
+        history.append((self._now(), now))
         event = "INSERT" if old is None else ("REMOVE" if now is None else "MODIFY")
         self.stream.append(Record(event, keys, old, now))
 
     # -- the index's eventually consistent view -------------------------------------------------
     def stale(self, call: Call) -> dict[str, Any]:
-        """A Query on an index answered as the index was before each item's last write."""
+        """A Query on an index answered by an index that has not seen each item's last
+        write yet (a new item missing, a moved one still under its old key)."""
         params = call.params
         fresh = self.client().query(**params)
-        matches = _condition(params)
         listed = {item[self.key]["S"]: item for item in fresh.get("Items", [])}
-        for key, history in self.images.items():
-            if len(history) < 2:
-                continue
-            previous, latest = history[-2], history[-1]
-            if latest is not None and matches(latest) and not (previous and matches(previous)):
+        lagging, _ = self._view(call)
+        for key, image in lagging.items():
+            if image is None:
                 listed.pop(key, None)  # the index has not seen it arrive yet
-            if previous is not None and matches(previous):
-                listed[key] = previous  # it has not seen it leave yet
+            else:
+                listed[key] = image  # it has not seen it leave yet
         items = list(listed.values())
         return {"Items": items, "Count": len(items), "ScannedCount": len(items)}
 
@@ -160,3 +172,44 @@ def _compare(left: Any, operator: str, right: Any) -> bool:
         ">": left > right,
         ">=": left >= right,
     }[operator]
+
+
+@dataclasses.dataclass
+class EventSourceMapping:
+    """Lambda's event source mapping of a DynamoDB stream, as the Lambda developer guide
+    describes it ("Using AWS Lambda with Amazon DynamoDB"; "Lambda event filtering"):
+    records that pass the filters, in order, in batches of up to `batch_size`; a batch
+    whose invocation fails is retried up to `retries` times, split in two first
+    (`bisect`, BisectBatchOnFunctionError), each half retried on its own; a batch that
+    still fails goes to the on-failure destination and the mapping moves on."""
+
+    passes: Callable[[dict[str, Any]], bool]
+    run: Callable[[list[dict[str, Any]], str], bool]  # one invocation: did it succeed?
+    sleep: Callable[[float], None]
+    batch_size: int = 25
+    retries: int = 5
+    bisect: bool = True
+
+    def deliver(self, records: list[Record], who: str) -> list[list[dict[str, Any]]]:
+        """Deliver `records` (stream order); the batches given up on."""
+        events = [r.as_event() for r in records if self.passes(r.as_event())]
+        dropped: list[list[dict[str, Any]]] = []
+        for start in range(0, len(events), self.batch_size):
+            self._batch(events[start : start + self.batch_size], f"{who}{start}", dropped)
+        return dropped
+
+    def _batch(
+        self, batch: list[dict[str, Any]], name: str, dropped: list[list[dict[str, Any]]]
+    ) -> None:
+        if self.run(batch, f"{name}#0"):
+            return
+        if self.bisect and len(batch) > 1:
+            half = len(batch) // 2
+            self._batch(batch[:half], f"{name}a", dropped)
+            self._batch(batch[half:], f"{name}b", dropped)
+            return
+        for attempt in range(1, self.retries + 1):
+            self.sleep(1)
+            if self.run(batch, f"{name}#{attempt}"):
+                return
+        dropped.append(batch)

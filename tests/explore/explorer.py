@@ -218,12 +218,22 @@ def _deterministic(clock: Clock) -> Iterator[None]:
     from tests.explore.scenarios.base import clocked
 
     pool = concurrent.futures.ThreadPoolExecutor
+    # every name the handlers hold it by: the module's, and theirs (`from ... import`)
+    holders = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.startswith("exactly_once.") and getattr(module, "ThreadPoolExecutor", None)
+    ]
     concurrent.futures.ThreadPoolExecutor = InlinePool  # type: ignore[misc,assignment]
+    for module in holders:
+        module.ThreadPoolExecutor = InlinePool
     try:
         with clocked(clock, botocore.endpoint):
             yield
     finally:
         concurrent.futures.ThreadPoolExecutor = pool  # type: ignore[misc]
+        for module in holders:
+            module.ThreadPoolExecutor = pool
 
 
 def _one(

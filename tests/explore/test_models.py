@@ -361,7 +361,7 @@ def test_a_stale_index_read_misses_a_new_item_and_lists_a_moved_one_under_its_ol
     world.injector.paused = True
     ddb.create_table(TableName="t", **scheduler_index.table_schema())
     world.injector.paused = False
-    table = Table("t", "pk", lambda: ddb)
+    table = Table("t", "pk", lambda: ddb, world.clock)
     table.watch(world.injector)
 
     def item(pk: str, status: str) -> dict[str, Any]:
@@ -460,3 +460,52 @@ def test_the_durable_stand_in_replays_and_retries_steps_as_the_sdks_runner_does(
     replayed = FakeDurableContext("arn", store, world.clock, world.injector)
     assert world.run(lambda: workflow(fake_calls)({}, replayed)) == fake
     assert fake_calls == {"first": 1, "second": 3}
+
+
+def test_a_duplicate_of_an_asynchronous_invocation_keeps_its_request_id() -> None:
+    # GIVEN an event whose invocation Lambda delivers twice (its queue is eventually
+    # consistent): `dup` at the handler's first call
+    world = World("dup@0")
+    world.injector.paused = True
+    url = queue(world)
+    world.injector.paused = False
+    seen: list[str] = []
+
+    def handler(event: Any, context: Any) -> Any:
+        seen.append(context.aws_request_id)
+        world.client("sqs").send_message(QueueUrl=url, MessageBody=context.aws_request_id)
+        return {}
+
+    function = world.lambdas.register(FN.format("handler"), handler)
+    world.injector.dup = lambda: world.lambdas.deliver_async(function, {}, "r1")
+    world.run(lambda: world.lambdas.deliver_async(function, {}, "r1"))
+    # THEN both runs carry the one request id
+    assert seen == ["r1", "r1"]
+
+
+def test_the_stream_mapping_delivers_in_order_bisects_a_failing_batch_and_gives_it_up() -> None:
+    from tests.explore.dynamo import EventSourceMapping, Record
+
+    def record(n: int, status: str) -> Record:
+        image = {"pk": {"S": f"k{n}"}, "status": {"S": status}}
+        return Record("INSERT", {"pk": {"S": f"k{n}"}}, None, image)
+
+    records = [record(1, "STANDBY"), record(2, "DONE"), record(3, "STANDBY"), record(4, "BAD")]
+    runs: list[list[str]] = []
+
+    def run(batch: list[dict[str, Any]], name: str) -> bool:
+        keys = [e["dynamodb"]["NewImage"]["pk"]["S"] for e in batch]
+        runs.append(keys)
+        return "k4" not in keys  # a record the function cannot take
+
+    mapping = EventSourceMapping(
+        lambda e: e["dynamodb"]["NewImage"]["status"]["S"] != "DONE", run, lambda s: None
+    )
+    dropped = mapping.deliver(records, "s")
+    # THEN filtered, in one batch in stream order; on its failure split in halves, the
+    # failing half retried 5 times and given up (the on-failure destination); the others
+    # delivered once
+    assert runs[0] == ["k1", "k3", "k4"]
+    assert runs[1:3] == [["k1"], ["k3", "k4"]]
+    assert runs[3:5] == [["k3"], ["k4"]] and runs[5:] == [["k4"]] * 5
+    assert [[e["dynamodb"]["NewImage"]["pk"]["S"] for e in b] for b in dropped] == [["k4"]]

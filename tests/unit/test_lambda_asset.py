@@ -193,3 +193,19 @@ def test_an_arm64_function_gets_aarch64_wheels(monkeypatch: pytest.MonkeyPatch) 
     tags = {install[i + 1] for i, arg in enumerate(install) if arg == "--platform"}
     assert {"manylinux2014_aarch64", "manylinux_2_28_aarch64"} <= tags
     assert not any("x86_64" in tag for tag in tags)
+
+
+def test_builds_of_one_zip_at_once_both_get_it_whole(tmp_path: Path) -> None:
+    # GIVEN two deploys (two stacks, two test workers) building the same function at once
+    import concurrent.futures
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "app.py").write_text("def handler(event, context):\n    return event\n")
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        built = list(pool.map(lambda _: lambda_asset.build_zip(sources=(str(source),)), range(8)))
+    # THEN each got the one zip, whole, and no half-written file is left beside it
+    assert len(set(built)) == 1
+    with zipfile.ZipFile(built[0]) as archive:
+        assert "app.py" in archive.namelist() and archive.testzip() is None
+    assert list(built[0].parent.glob("*.tmp")) == []

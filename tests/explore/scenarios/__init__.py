@@ -32,7 +32,7 @@ def every() -> list[Scenario]:
         StarterSteps("ALLOW_DUPLICATE_FAILED_ONLY"),
         StarterDurable(),
         *[Etl(strategy) for strategy in etl.STRATEGIES],
-        SchedulerScenario(),
+        SchedulerScenario(reserved=True),
         SchedulerScenario(cancel=True),
         SchedulerScenario(slots=True, messages=2),
         ResumableScenario(),
