@@ -331,9 +331,9 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
                         "slot.$": "$.slot",
                         "execution.$": "$$.Execution.Id",
                         # each attempt claims as itself; a retry, or a restart of a slot
-                        # whose claimant died, also takes up claims whose lease ended
+                        # whose claimant died (its name says so), also takes up claims
+                        # whose lease ended
                         "retry.$": "$$.State.RetryCount",
-                        "restart.$": "$.restart",
                     },
                 },
                 "ResultSelector": {"fired.$": "$.Payload"},
@@ -667,12 +667,14 @@ class Scheduler(Watched, pulumi.ComponentResource):
                 # STANDBY messages whose stream record never started them, stopped again
                 # should a cancel have come meanwhile; an overdue one's ended execution is
                 # described before its next attempt starts; a slot restarted for a claim
-                # whose claimant died
+                # whose claimant died (unless its execution failed StatusNotRecorded:
+                # described first)
                 allow(["states:StartExecution"], [machine.arn, slots.arn]),
                 allow(
                     ["states:DescribeExecution", "states:StopExecution"],
                     [executions_of(machine.arn)],
                 ),
+                allow(["states:DescribeExecution"], [executions_of(slots.arn)]),
             ],
             environment=environment,
             timeout=300,

@@ -388,31 +388,61 @@ def _firing(config: SchedulerSettings, now: float, context: Any) -> tuple[int, i
     whose lease ended (its claimant died: Lambda stopped it at its timeout) is taken up by
     a restart of its slot, one per sweep that finds it (`scheduler_slots.restart_name`:
     a restart whose index read missed it is followed by the next sweep's): at least once
-    to the target, with the id, as any retried delivery; one with no lease (a
+    to the target, with the id, as any retried delivery. Not when the claimant's execution
+    failed StatusNotRecorded: it delivered the message and could not write so (a restart
+    would deliver it again): that one stays overdue, for the alarm. One with no lease (a
     message's own execution) is counted once it has been FIRING too long (its execution
     ended without writing DONE or FAILED)."""
     restarted = overdue = 0
+    restarts: set[int] = set()  # slots restarted by this sweep
+    unrecorded: dict[str, str] = {}  # the claimant's execution: its StatusNotRecorded cause
     for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
         image = _item(config, message_id)
         if image is None or image["status"]["S"] != Status.FIRING:
             continue
         publish_at = float(image["publish_at"]["N"])
         if "lease" in image and config.slot_machine_arn:
-            lease = float(image["lease"]["N"])
-            if lease >= now:
+            if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:
                 continue  # its claimant may still be delivering it
             overdue += 1
+            claimed_by = image.get("claimed_by", {}).get("S", "")
+            execution = slots.execution_of(claimed_by)
+            if execution not in unrecorded:
+                unrecorded[execution] = _not_recorded(execution)
+            attempt = slots.attempt_of(claimed_by)
+            if attempt and attempt in unrecorded[execution]:
+                log("WARNING", "delivered, status not written", message_id=message_id)
+                continue
             slot = slots.slot_of(publish_at)
+            if slot in restarts:
+                continue
+            restarts.add(slot)
             outcome = start_once(
                 config.slot_machine_arn,
                 slots.restart_name(slot, now),
-                slots.slot_input(slot, restart=True),
+                slots.slot_input(slot),
                 request_id(context),
             )
             restarted += outcome.status == "STARTED"
         elif publish_at < now - STUCK_FIRING_SECONDS:
             overdue += 1
     return restarted, overdue
+
+
+def _not_recorded(execution_arn: str) -> str:
+    """The cause an execution failed with, if StatusNotRecorded (it names the claimant
+    whose deliveries happened); "" otherwise (running, another failure, or gone)."""
+    if not execution_arn:
+        return ""
+    try:
+        described = client("stepfunctions").describe_execution(executionArn=execution_arn)
+    except ClientError as exc:
+        if aws_code(exc) in ("ExecutionDoesNotExist", "InvalidArn"):
+            return ""
+        raise
+    if described.get("status") == "FAILED" and described.get("error") == "StatusNotRecorded":
+        return str(described.get("cause") or "")
+    return ""
 
 
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:

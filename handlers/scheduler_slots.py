@@ -58,12 +58,22 @@ THROTTLE_CODES = frozenset(
         "RequestLimitExceeded",
         "ProvisionedThroughputExceededException",
         "KMSThrottlingException",
+        "Throttled",
+        "RequestThrottled",
+        "KmsThrottled",
+        "KMSThrottling",
     }
 )
 THROTTLED_ATTEMPTS, FAILED_ATTEMPTS = 30, 3
 CLAIM_ATTEMPTS = 4
 SLOT_SECONDS = 900  # a slot invocation's most (Lambda's longest timeout), when not told
 HOLD_MARGIN_SECONDS = 60  # left of an invocation's time after waiting for a lease to end
+# A lease is taken over only this long after it ended: the claimant's clock and the taker's
+# are two hosts' (both synchronised by the Amazon Time Sync Service, within milliseconds;
+# the margin is for the time a write spends in flight).
+LEASE_SKEW_SECONDS = 5
+RECORD_ATTEMPTS = 8  # a delivered message's final status write (`record`)
+RESTART_MARK = "-swept-"  # in the name of a restart's execution (`restart_name`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,18 +108,23 @@ def _iso(epoch: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
-def slot_input(slot: int, restart: bool = False) -> dict[str, Any]:
-    """A slot execution's input: its second, when its Wait ends (whole seconds), and
-    whether it restarts a slot whose claimant died (`restart_name`)."""
+def slot_input(slot: int) -> dict[str, Any]:
+    """A slot execution's input: its second, and when its Wait ends (whole seconds)."""
     wake = dt.datetime.fromtimestamp(slot - LEAD_SECONDS, dt.UTC)
-    return {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ"), "restart": restart}
+    return {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def restart_name(slot: int, swept_at: float) -> str:
     """The execution that takes up a slot's messages left FIRING by a claimant that died:
     one per sweep that finds such a claim (a restart that missed one, its index lagging,
-    is followed by the next sweep's)."""
-    return f"{slot_name(slot)}-swept-{math.floor(swept_at)}"
+    is followed by the next sweep's). Its name says it is a restart (`is_restart`): what
+    an execution is cannot be told by its input, which any caller could have set."""
+    return f"{slot_name(slot)}{RESTART_MARK}{math.floor(swept_at)}"
+
+
+def is_restart(execution: str) -> bool:
+    """Whether the execution (its ARN or name) is a restart of its slot (`restart_name`)."""
+    return RESTART_MARK in execution.rsplit(":", 1)[-1]
 
 
 # -- clients -------------------------------------------------------------------------------
@@ -132,6 +147,9 @@ def _client(service: str) -> Any:
     config = Config(
         max_pool_connections=THREADS * 2,
         read_timeout=900 if service == "lambda" else 60,
+        # an invoke waited on for minutes keeps its connection (a NAT gateway drops one
+        # idle for 350 s)
+        tcp_keepalive=service == "lambda",
         retries={"total_max_attempts": sends, "mode": "standard"},
     )
     return boto3.client(service, config=config)  # type: ignore[call-overload]
@@ -170,9 +188,22 @@ def _key(message_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"MESSAGE#{message_id}"}}
 
 
-def claimant(execution: str, attempt: int) -> str:
-    """Who claims: one attempt of one slot execution's Fire (its retry is another)."""
-    return f"{execution}#{attempt}"
+def claimant(execution: str, attempt: int, invocation: str = "") -> str:
+    """Who claims: one invocation of one attempt of a slot execution's Fire (its retry is
+    another; so is a second invocation of the same attempt, should one ever run)."""
+    return f"{execution}#{attempt}#{invocation}"
+
+
+def execution_of(claimed_by: str) -> str:
+    """The slot execution a claimant (`claimant`, or a worker's) belongs to."""
+    return claimed_by.split("#", 1)[0]
+
+
+def attempt_of(claimed_by: str) -> str:
+    """The slot's attempt a claimant (`claimant`, or one of its workers') belongs to: the
+    claimant a StatusNotRecorded names; "" for a claim not made by a slot."""
+    parts = claimed_by.split("#")
+    return "#".join(parts[:3]) if len(parts) >= 3 else ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,16 +217,17 @@ class Claim:
 
 def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
     """STANDBY -> FIRING for `me`, holding it until `lease` (the claiming invocation's end);
-    or FIRING taken over from a claimant whose lease ended (dead: Lambda stopped it at its
-    timeout); or `me`'s own earlier claim (a claim resent after a lost answer)."""
-    now = time.time()
+    or FIRING taken over from a claimant whose lease ended `LEASE_SKEW_SECONDS` ago (dead:
+    Lambda stopped it at its timeout; or it released what it never sent); or `me`'s own
+    earlier claim (a claim resent after a lost answer)."""
+    expired = time.time() - LEASE_SKEW_SECONDS
     try:
         answer = _client("dynamodb").update_item(
             TableName=table,
             Key=_key(message_id),
             UpdateExpression="SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane",
             ConditionExpression=(
-                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :now))"
+                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :expired))"
             ),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
@@ -203,7 +235,7 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
                 ":standby": {"S": "STANDBY"},
                 ":me": {"S": me},
                 ":lease": {"N": f"{lease:.3f}"},
-                ":now": {"N": f"{now:.3f}"},
+                ":expired": {"N": f"{expired:.3f}"},
                 ":lane": {"S": lane("FIRING", message_id)},
             },
             ReturnValues="ALL_NEW",
@@ -219,11 +251,21 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
     return Claim(dict(answer["Attributes"]))
 
 
-def claim_once(table: str, message_id: str, me: str, lease: float) -> Claim | Exception:
+class OutOfTime(Exception):
+    """Past the invocation's deadline: nothing more is claimed or sent (its claims' lease
+    ends soon after, and another may take them over)."""
+
+
+def claim_once(
+    table: str, message_id: str, me: str, lease: float, deadline: float | None = None
+) -> Claim | Exception:
     """`claim`, its own errors retried with back-off (a burst may meet the table's
-    throughput after the SDK's retries): the claim, or the last error; never a failure
-    that would end the invocation after other messages were claimed."""
+    throughput after the SDK's retries): the claim, or the last error (OutOfTime past
+    `deadline`); never a failure that would end the invocation after other messages
+    were claimed."""
     for attempt in range(CLAIM_ATTEMPTS):
+        if deadline is not None and time.time() >= deadline:
+            return OutOfTime(message_id)
         try:
             return claim(table, message_id, me, lease)
         except Exception as exc:
@@ -307,9 +349,10 @@ def deliver(
     """`send` with the waiting machine's retries: a throttle up to 30 times (1 s growing
     1.5x to at most 5 s, full jitter), or until `deadline` when later (a throttled call
     never ran: waiting longer loses nothing, where giving up would mark the message
-    FAILED undelivered); any other failure 3 times (1, 2, 4 s); then TargetFailed. The
-    target gets the message id: a retry after a lost answer is its to drop (a FIFO queue
-    or topic, a state machine and our own demo target do)."""
+    FAILED undelivered), but never past it while nothing may have run (OutOfTime: the
+    claim is released, for a retry to send); any other failure 3 times (1, 2, 4 s); then
+    TargetFailed. The target gets the message id: a retry after a lost answer is its to
+    drop (a FIFO queue or topic, a state machine and our own demo target do)."""
     sleep = sleep or time.sleep  # read when called: a test's clock may stand in for time
     throttled = failed = 0
     while True:
@@ -318,8 +361,12 @@ def deliver(
             return
         except Exception as exc:
             code = aws_code(exc) if isinstance(exc, ClientError) else ""
-            in_time = deadline is not None and time.time() + 5 < deadline
-            if code in THROTTLE_CODES and (throttled < THROTTLED_ATTEMPTS or in_time):
+            in_time = deadline is None or time.time() + 5 < deadline
+            if code in THROTTLE_CODES and not in_time and not failed:
+                # every send was refused unrun: the message may go back to STANDBY
+                raise OutOfTime(delivery["id"]) from exc
+            late = deadline is not None and in_time
+            if code in THROTTLE_CODES and (throttled < THROTTLED_ATTEMPTS or late):
                 throttled += 1
                 sleep(random.uniform(0, min(5.0, 1.5**throttled)))
                 continue
@@ -332,54 +379,105 @@ def deliver(
             raise TargetFailed(code or type(exc).__name__, str(exc)) from exc
 
 
-def record(table: str, message_id: str, update: str, values: dict[str, Any]) -> bool:
-    """A delivered message's final status, written until it lands (the claim is ours: no
-    condition), the message leaving the status index; False if it never did (about two
-    minutes of trying)."""
+def record(table: str, message_id: str, me: str, update: str, values: dict[str, Any]) -> str:
+    """A delivered message's final status, the message leaving the status index: written
+    until it lands while the claim is still `me`'s ("recorded"); "TAKEN_OVER" if it no
+    longer is (this claimant outlived its lease and another took the message over: the
+    final write is the one that delivers it last); "UNRECORDED" if it never landed (about
+    two minutes of trying)."""
     names = {"#s": "status", **({"#e": "error"} if "#e" in update else {})}
-    for attempt in range(8):
+    fenced = {**values, ":firing": {"S": "FIRING"}, ":me": {"S": me}}
+    for attempt in range(RECORD_ATTEMPTS):
         try:
             _client("dynamodb").update_item(
                 TableName=table,
                 Key=_key(message_id),
                 UpdateExpression=update,
+                ConditionExpression="#s = :firing AND claimed_by = :me",
                 ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues=fenced,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-            return True
+            return "recorded"
+        except ClientError as exc:
+            if aws_code(exc) == "ConditionalCheckFailedException":
+                old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+                mine = old.get("claimed_by", {}).get("S") == me
+                if mine and old.get("status", {}).get("S") in ("DONE", "FAILED"):
+                    return "recorded"  # an earlier send of this write landed, its answer lost
+                log("WARNING", "claim taken over before its status", message_id=message_id)
+                return "TAKEN_OVER"
+            log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
         except Exception as exc:
             log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
-            time.sleep(min(30.0, 2.0**attempt) * random.random())
-    return False
+        time.sleep(min(30.0, 2.0**attempt) * random.random())
+    return "UNRECORDED"
+
+
+def release(table: str, message_id: str, me: str) -> str:
+    """FIRING -> STANDBY, a claim of `me`'s that was never sent (out of time, or the
+    invocation failing): the slot's retry, the stream or the sweep fires it. Never undoes
+    another's claim; a release that fails leaves the claim to end with its lease."""
+    try:
+        _client("dynamodb").update_item(
+            TableName=table,
+            Key=_key(message_id),
+            UpdateExpression="SET #s = :standby, lane = :lane REMOVE claimed_by, lease",
+            ConditionExpression="#s = :firing AND claimed_by = :me",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":standby": {"S": "STANDBY"},
+                ":firing": {"S": "FIRING"},
+                ":me": {"S": me},
+                ":lane": {"S": lane("STANDBY", message_id)},
+            },
+        )
+    except Exception as exc:
+        ours = isinstance(exc, ClientError) and aws_code(exc) == "ConditionalCheckFailedException"
+        if not ours:  # (no longer ours to release: nothing to do)
+            log("WARNING", "claim not released", message_id=message_id, error=repr(exc))
+    return "RELEASED"
 
 
 def fire_one(
     table: str,
     item: dict[str, Any],
     recorder: concurrent.futures.Executor,
+    me: str,
     deadline: float | None = None,
+    handled: set[str] | None = None,
 ) -> concurrent.futures.Future[str]:
     """Sleep to the message's publish time, deliver it, and have `recorder` write DONE or
-    FAILED (with the target's error, as the waiting machine writes it): its outcome, or
-    UNRECORDED. The write does not hold up the next delivery (a burst's status writes may
-    meet the table's throughput)."""
+    FAILED (with the target's error, as the waiting machine writes it): its outcome,
+    TAKEN_OVER or UNRECORDED; RELEASED if it was never sent (past `deadline`). The write
+    does not hold up the next delivery (a burst's status writes may meet the table's
+    throughput). `handled` collects the messages it took in hand."""
     message_id = item["id"]["S"]
     while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
         time.sleep(left)  # by the wall clock, re-checked: a sleep may end early
+    if handled is not None:
+        handled.add(message_id)
+    if deadline is not None and time.time() >= deadline:
+        return recorder.submit(release, table, message_id, me)
     try:
         deliver(item["target_arn"]["S"], delivery_of(item), deadline=deadline)
+    except OutOfTime:
+        return recorder.submit(release, table, message_id, me)
     except TargetFailed as exc:
         cause = json.dumps({"Error": exc.error, "Cause": exc.cause})
         error = {":failed": {"S": "FAILED"}, ":error": {"S": cause}}
         update = "SET #s = :failed, #e = :error REMOVE lane"
-        return recorder.submit(_outcome, "FAILED", table, message_id, update, error)
+        return recorder.submit(_outcome, "FAILED", table, message_id, me, update, error)
     done = {":done": {"S": "DONE"}, ":at": {"S": _iso(time.time())}}
     update = "SET #s = :done, fired_at = :at REMOVE lane"
-    return recorder.submit(_outcome, "DONE", table, message_id, update, done)
+    return recorder.submit(_outcome, "DONE", table, message_id, me, update, done)
 
 
-def _outcome(outcome: str, table: str, message_id: str, update: str, values: dict[str, Any]) -> str:
-    return outcome if record(table, message_id, update, values) else "UNRECORDED"
+def _outcome(
+    outcome: str, table: str, message_id: str, me: str, update: str, values: dict[str, Any]
+) -> str:
+    written = record(table, message_id, me, update, values)
+    return outcome if written == "recorded" else written
 
 
 # -- the slot ----------------------------------------------------------------------------
@@ -415,14 +513,15 @@ def fire(
     held: dict[str, float] = {}  # held by another claimant's live lease: until when
     seen: set[str] = set()
     taken: set[str] = set()
-    refused: set[str] = set()  # claims that kept failing
+    refused: set[str] = set()  # claims that kept failing (or made past the deadline)
+    handled: set[str] = set()  # claimed, and taken in hand (sent, or released)
     pool = concurrent.futures.ThreadPoolExecutor(THREADS)
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
 
     def fire_these(ids: list[str]) -> None:
         ids = [i for i in ids if i not in taken]
         seen.update(ids)
-        claims = list(pool.map(lambda i: claim_once(table, i, me, lease), ids))
+        claims = list(pool.map(lambda i: claim_once(table, i, me, lease, deadline), ids))
         claimed = []
         for message_id, answer in zip(ids, claims, strict=True):
             if isinstance(answer, Exception):
@@ -434,21 +533,30 @@ def fire(
             elif answer.held_until is not None:
                 held[message_id] = answer.held_until
         claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
-        recorded = list(pool.map(lambda c: fire_one(table, c, recorder, deadline), claimed))
+        recorded = list(
+            pool.map(lambda c: fire_one(table, c, recorder, me, deadline, handled), claimed)
+        )
         counts.update(outcome.result() for outcome in recorded)
 
-    with pool, recorder:
-        fire_these(ids)
-        # the index may have missed a message the first read: read again
-        fire_these(members(table, slot, statuses, shard, of))
-        if retried and held:
-            # An earlier attempt of this slot still holds these, and delivers them while it
-            # runs; should it die first, they stay FIRING until its lease ends: take them
-            # up then, if this invocation still has the time.
-            until = max(held.values())
-            if until < (deadline if deadline is not None else lease) - HOLD_MARGIN_SECONDS:
-                time.sleep(max(0.0, until - time.time()) + 1)
-                fire_these(sorted(held))
+    try:
+        # the pool stops first: a delivery still running hands its status to the recorder
+        with recorder, pool:
+            fire_these(ids)
+            # the index may have missed a message the first read: read again
+            fire_these(members(table, slot, statuses, shard, of))
+            if retried and held:
+                # An earlier attempt of this slot still holds these, and delivers them while
+                # it runs; should it die first, they stay FIRING until its lease (and the
+                # clocks' skew) ends: take them up then, if this invocation has the time.
+                until = max(held.values()) + LEASE_SKEW_SECONDS
+                if until < (deadline if deadline is not None else lease) - HOLD_MARGIN_SECONDS:
+                    time.sleep(max(0.0, until - time.time()) + 1)
+                    fire_these(sorted(held))
+    finally:
+        # An invocation failing between its claims and their sends gives back the rest
+        # (after every thread has stopped: none of them is sending).
+        for message_id in sorted(taken - handled):
+            release(table, message_id, me)
     counts["skipped"] = len(seen - taken - refused)  # cancelled, ended, or another's
     if refused - taken:
         counts["NOT_CLAIMED"] = len(refused - taken)
@@ -486,8 +594,10 @@ def _invoker(function_arn: str) -> Invoke:
 
 
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    """The slot's state machine invokes it with {slot, execution, retry, restart}; the slot
-    invokes a worker with {slot, claimant, shard, of, retry, until}."""
+    """The slot's state machine invokes it with {slot, execution, retry}; the slot invokes
+    a worker with {slot, claimant, shard, of, retry, until}. Each invocation claims as
+    itself (its request id in `claimant`): a second invocation of one attempt, should one
+    ever run, never finds the first's claims its own."""
     settings = SlotSettings.current()
     clients()  # once per cold start, before any thread needs one
     table = settings.table
@@ -495,9 +605,15 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     fans_out = of == 1 and settings.workers_function  # (a worker never fans out again)
     invoke = _invoker(settings.workers_function) if fans_out else None
     attempt = int(event.get("retry", 0))
-    retried = attempt > 0 or bool(event.get("restart"))
     slot = int(event["slot"])
-    me = str(event.get("claimant") or claimant(str(event["execution"]), attempt))
+    invocation = str(getattr(context, "aws_request_id", "") or "")
+    if "claimant" in event:  # a worker: its slot's attempt, and this invocation
+        retried = bool(event.get("retry"))
+        me = f"{event['claimant']}#{invocation}"
+    else:
+        execution = str(event["execution"])
+        retried = attempt > 0 or is_restart(execution)
+        me = claimant(execution, attempt, invocation)
     # Claims are held until this invocation ends (a worker's: no later than its slot's);
     # throttled deliveries are retried until a minute before.
     remaining = context.get_remaining_time_in_millis() / 1000 if context else SLOT_SECONDS
@@ -506,9 +622,13 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
         lease = min(lease, float(event["until"]))
     counts = fire(table, slot, me, shard, of, invoke, retried, lease - 60, lease)
     if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
-        raise StatusNotRecorded(f"{counts['UNRECORDED']} delivered messages are still FIRING")
-    if of == 1 and counts.get("NOT_CLAIMED"):  # the Fire's retry takes them up
-        raise ClaimsFailed(f"{counts['NOT_CLAIMED']} messages could not be claimed")
+        raise StatusNotRecorded(
+            f"{counts['UNRECORDED']} delivered messages are still FIRING, claimed by {me}"
+        )
+    if of == 1 and (counts.get("NOT_CLAIMED") or counts.get("RELEASED")):
+        # the Fire's retry takes them up
+        left = counts.get("NOT_CLAIMED", 0) + counts.get("RELEASED", 0)
+        raise ClaimsFailed(f"{left} messages could not be claimed or sent in time")
     return counts
 
 

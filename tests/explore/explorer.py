@@ -104,6 +104,7 @@ def explore(
                     calls = _one(scenario, report, clients, next(numbered), faults, seed)
                     if learn:
                         stale_after.extend(stale_reads_after(faults, calls))
+                        stale_after.extend(outages_after(faults, calls))
                     if stop_at_first and report.violations:
                         return
             if progress:
@@ -133,6 +134,29 @@ def stale_reads_after(faults: tuple[Fault, ...], calls: list[Call]) -> list[tupl
         return []
     reads = [c.index for c in calls if c.index > fault.call and c.stale_differs]
     return [(fault, Fault(at, "stale")) for at in reads]
+
+
+def outages_after(faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
+    """An outage: after a single failed call, the same process's later calls of the same
+    operation on the same key in that run (its retry, which succeeded there) failing too:
+    what a caller does when a call keeps failing (gives up, says it could not, leaves it
+    to another). Two tries is the reach of one schedule: a scenario that explores such a
+    loop lets it try twice (the slot's final write)."""
+    [fault] = faults
+    if fault.kind != "fail" or fault.call >= len(calls):
+        return []
+    first = calls[fault.call]
+    retries = [
+        c.index
+        for c in calls
+        if c.index > fault.call
+        and c.process == first.process
+        and c.name == first.name
+        and c.params.get("Key") == first.params.get("Key")
+    ]
+    if not retries:
+        return []
+    return [(fault, *(Fault(at, "fail") for at in retries))]
 
 
 def replay(

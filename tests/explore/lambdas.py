@@ -200,7 +200,9 @@ class Lambdas:
         if isinstance(result, Failure):
             if result.error_type == DIED:
                 return "error", "Lambda.Unknown"
-            return "error", result.error_type
+            # the function's own error: its name, and the cause Step Functions records
+            cause = json.dumps({"errorType": result.error_type, "errorMessage": result.message})
+            return "error", (result.error_type, cause)
         return "ok", result
 
     # -- an asynchronous source ------------------------------------------------------------------

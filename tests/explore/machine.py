@@ -55,6 +55,7 @@ class TaskError(Exception):
 class Run:
     status: str = "RUNNING"  # SUCCEEDED | FAILED
     error: str = ""
+    cause: str = ""
     failed_state: str = ""
     failed_input: Any = None
     output: Any = None
@@ -173,8 +174,9 @@ class Machine:
             kind, answer = self.lambdas.from_states(
                 parameters["FunctionName"], parameters["Payload"], execution
             )
-            if kind == "error":
-                raise TaskError(answer, f"{parameters['FunctionName']} failed")
+            if kind == "error":  # the error's name, or (its name, its cause)
+                error, cause = answer if isinstance(answer, tuple) else (answer, "")
+                raise TaskError(error, cause or f"{parameters['FunctionName']} failed")
             return {"Payload": answer, "StatusCode": 200}
         raise TaskError("States.Runtime", f"the model has no {resource}")
 
@@ -226,7 +228,7 @@ class Machine:
                 except TaskError as error:
                     self._attribute(first, name)
                     if error.name in TERMINAL:
-                        return self._failed(run, error.name, name, document)
+                        return self._failed(run, error.name, name, document, error.cause)
                     retrier = _first(state.get("Retry", []), error.name)
                     if retrier is not None:
                         index, rule = retrier
@@ -237,7 +239,7 @@ class Machine:
                             continue
                     catcher = _first(state.get("Catch", []), error.name)
                     if catcher is None:
-                        return self._failed(run, error.name, name, document)
+                        return self._failed(run, error.name, name, document, error.cause)
                     rule = catcher[1]
                     caught = {"Error": error.name, "Cause": error.cause}
                     document = self.place(document, rule.get("ResultPath", "$"), caught)
@@ -265,8 +267,9 @@ class Machine:
         return float(delay)
 
     @staticmethod
-    def _failed(run: Run, error: str, state: str, document: Any) -> Run:
+    def _failed(run: Run, error: str, state: str, document: Any, cause: str = "") -> Run:
         run.status, run.error, run.failed_state, run.failed_input = "FAILED", error, state, document
+        run.cause = cause
         return run
 
     def _attribute(self, first: int, state: str) -> None:

@@ -181,27 +181,26 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the slot clock's claim takes any FIRING message, not only one whose claimant's "
         "lease ended (a live claim is taken over: delivered twice)",
         "handlers/scheduler_slots.py",
-        '"#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :now))"',
-        '"#s = :standby OR #s = :firing OR (claimed_by = :me AND lease < :now)"',
+        '"#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :expired))"',
+        '"#s = :standby OR #s = :firing OR (claimed_by = :me AND lease < :expired)"',
         "slot",
     ),
     Mutant(
         "slot-claimant-without-attempt",
-        "reading defect 1: a retried Fire claims as the same claimant as the attempt before "
-        "it, so it takes over claims the first attempt (or its workers) still deliver",
+        "reading defect 1: a retried Fire (and its workers) claims as the same claimant as "
+        "the attempt before it, so it takes over claims the first attempt (or its workers) "
+        "still deliver",
         "handlers/scheduler_slots.py",
-        'return f"{execution}#{attempt}"',
-        'return f"{execution}"',
-        "slot",
-    ),
-    Mutant(
-        "slot-workers-outlive-slot",
-        "reading defect 1, by sizing: the workers function times out no sooner than the slot "
-        "function that invoked them (a retry of the slot takes over claims a live worker "
-        "delivers)",
-        "components/scheduler.py",
-        "WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60",
-        "WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS + 60",
+        "        me = f\"{event['claimant']}#{invocation}\"\n"
+        "    else:\n"
+        '        execution = str(event["execution"])\n'
+        "        retried = attempt > 0 or is_restart(execution)\n"
+        "        me = claimant(execution, attempt, invocation)",
+        "        me = str(event['claimant'])\n"
+        "    else:\n"
+        '        execution = str(event["execution"])\n'
+        "        retried = attempt > 0 or is_restart(execution)\n"
+        "        me = execution",
         "slot",
     ),
     Mutant(
@@ -240,7 +239,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the slot's final status write is tried once (a transient error leaves a delivered "
         "message FIRING, delivered again when its claim is taken over)",
         "handlers/scheduler_slots.py",
-        "    for attempt in range(8):",
+        "    for attempt in range(RECORD_ATTEMPTS):",
         "    for attempt in range(1):",
         "slot",
     ),
@@ -266,8 +265,18 @@ CATALOGUE: tuple[Mutant, ...] = (
         "sweep-leaves-dead-claims",
         "the sweep never restarts a slot whose claimant died: its messages stay FIRING",
         "handlers/scheduler.py",
-        "            if lease >= now:\n                continue",
+        '            if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:\n'
+        "                continue",
         "            if True:\n                continue",
+        "slot",
+    ),
+    Mutant(
+        "sweep-restarts-unrecorded",
+        "the sweep restarts a slot whose claimant delivered a message and could not write "
+        "so (StatusNotRecorded): the restart delivers it again",
+        "handlers/scheduler.py",
+        "            if attempt and attempt in unrecorded[execution]:",
+        "            if False:",
         "slot",
     ),
     # -- pattern 4: the resumable workflow ------------------------------------------------------

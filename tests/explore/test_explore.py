@@ -63,14 +63,8 @@ FOUND: list[tuple[Any, str, int, str]] = [
     (
         slots,
         "lost@5",
-        246,
+        48,
         "slot defect 1: a retried Fire claimed as its first attempt and took over live claims",
-    ),
-    (
-        slots,
-        "orphan@17",
-        41,
-        "slot defect 1: workers outlived the slot, whose retry took over their live claims",
     ),
     (
         slots,
@@ -80,8 +74,8 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         slots,
-        "lostall@11,stale@15",
-        155,
+        "lostall@11,stale@25",
+        597,
         "slot defect 3: max_attempts 1 is two sends: the SDK sent a target invoke again",
     ),
     (
@@ -89,6 +83,12 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "lostall@10",
         24,
         "slot defect 4: a failed claim failed the invocation, its other claims left FIRING",
+    ),
+    (
+        slots,
+        "fail@18,fail@19",
+        786,
+        "both tries of a final write failed (StatusNotRecorded); the sweep restarted it",
     ),
 ]
 

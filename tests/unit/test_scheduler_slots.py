@@ -112,11 +112,9 @@ def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_record
         "slot.$": "$.slot",
         "execution.$": "$$.Execution.Id",
         "retry.$": "$$.State.RetryCount",
-        "restart.$": "$.restart",
     }
     # the Wait ends LEAD_SECONDS before the second, a whole second
     assert scheduler_slots.slot_input(1_800_000_000) == {
-        "restart": False,
         "slot": 1_800_000_000,
         "wakeAt": "2027-01-15T07:59:58Z",
     }
@@ -371,7 +369,7 @@ def test_a_large_slot_fans_out_by_shard_and_fires_each_once(
 def test_a_status_that_cannot_be_written_fails_the_slot_after_every_delivery(
     config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(scheduler_slots, "record", lambda *a: False)
+    monkeypatch.setattr(scheduler_slots, "record", lambda *a: "UNRECORDED")
     slot, _ = due_slot(config, [0.0, 0.1])
 
     monkeypatch.setenv("TABLE", config.table)
@@ -538,10 +536,176 @@ def test_the_sweep_restarts_the_slot_of_a_claim_whose_claimant_died(
     assert result["restarted"] == 1 and result["overdue"] == 1
     [execution] = sfn.list_executions(stateMachineArn=slots.slot_machine_arn)["executions"]
     assert execution["name"] == scheduler_slots.restart_name(slot, swept)
+    assert scheduler_slots.is_restart(execution["executionArn"])
     described = sfn.describe_execution(executionArn=execution["executionArn"])
-    document = json.loads(described["input"])
-    assert scheduler_slots.slot_input(slot, restart=True).items() <= document.items()
+    assert scheduler_slots.slot_input(slot).items() <= json.loads(described["input"]).items()
     assert scheduler.sweep(slots, now=swept)["restarted"] == 0
     # AND the next period's sweep, finding it still FIRING (a restart that missed it),
     # starts another
     assert scheduler.sweep(slots, now=swept + 3600)["restarted"] == 1
+
+
+def status_of(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
+    return scheduler._item(config, message_id) or {}
+
+
+def test_a_lease_is_taken_over_only_once_it_ended_by_more_than_the_clocks_skew(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN a claim whose lease ended a moment ago (by this host's clock: the claimant's
+    # may run a little behind, its write still in flight)
+    _, [message_id] = due_slot(config, [0.0])
+    first, retry = (scheduler_slots.claimant("execution-1", n, "r") for n in (0, 1))
+    just_ended = time.time() - 1
+    assert scheduler_slots.claim(config.table, message_id, first, just_ended).item is not None
+    # THEN it is not taken over yet; once it ended past the skew, it is
+    assert scheduler_slots.claim(config.table, message_id, retry, time.time() + 900).item is None
+    long_ended = time.time() - scheduler_slots.LEASE_SKEW_SECONDS - 1
+    scheduler_slots.claim(config.table, message_id, first, long_ended)
+    taken = scheduler_slots.claim(config.table, message_id, retry, time.time() + 900)
+    assert taken.item is not None and taken.item["claimed_by"]["S"] == retry
+
+
+def test_a_claimant_that_outlived_its_lease_never_writes_over_the_claim_that_took_it(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a message claimed by a first attempt, then taken over by the retry once the
+    # first's lease had ended (the first still running: its invocation overran)
+    _, [message_id] = due_slot(config, [0.0])
+    first, retry = (scheduler_slots.claimant("execution-1", n, "r") for n in (0, 1))
+    scheduler_slots.claim(config.table, message_id, first, time.time() - 60)
+    assert scheduler_slots.claim(config.table, message_id, retry, time.time() + 900).item
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: None)
+    update = "SET #s = :done, fired_at = :at REMOVE lane"
+    done = {":done": {"S": "DONE"}, ":at": {"S": "2026-01-01T00:00:00.000Z"}}
+    # WHEN the first writes its final status: it is refused, the retry's claim stands
+    outcome = scheduler_slots.record(config.table, message_id, first, update, done)
+    assert outcome == "TAKEN_OVER"
+    assert status_of(config, message_id)["status"]["S"] == "FIRING"
+    # AND the retry's write lands; sent again (its answer lost), it is still recorded
+    for _ in range(2):
+        assert scheduler_slots.record(config.table, message_id, retry, update, done) == "recorded"
+    item = status_of(config, message_id)
+    assert item["status"]["S"] == "DONE" and item["claimed_by"]["S"] == retry
+    # AND the first's outcome is counted as such by its clock (not DONE, not UNRECORDED)
+    assert scheduler_slots._outcome("DONE", config.table, message_id, first, update, done) == (
+        "TAKEN_OVER"
+    )
+
+
+def test_a_throttled_delivery_past_the_deadline_gives_its_message_back_unsent(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a slot's two messages; the target throttles every send (SNS's code) and the
+    # invocation's deadline comes a few seconds after their time
+    slot, ids = due_slot(config, [0.0, 0.1])
+    attempts: list[str] = []
+
+    def throttled(target_arn: str, delivery: dict[str, Any]) -> None:
+        attempts.append(delivery["id"])
+        raise ClientError({"Error": {"Code": "Throttled"}}, "Publish")
+
+    real_sleep, deliveries = time.sleep, scheduler_slots.send
+    monkeypatch.setattr(scheduler_slots, "send", throttled)
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: real_sleep(min(s, 0.05)))
+    me = scheduler_slots.claimant("execution-1", 0, "r")
+    counts = scheduler_slots.fire(config.table, slot, me, deadline=slot + 6, lease=slot + 600)
+    # THEN neither was sent, nor marked FAILED: both went back to STANDBY, in their lane,
+    # for the Fire's retry (or the sweep) to deliver
+    assert counts == {"skipped": 0, "RELEASED": 2} and set(attempts) == set(ids)
+    for message_id in ids:
+        item = status_of(config, message_id)
+        assert item["status"]["S"] == "STANDBY" and "claimed_by" not in item
+    monkeypatch.setattr(scheduler_slots, "send", deliveries)
+    monkeypatch.setattr(scheduler_slots.time, "sleep", real_sleep)
+    retry = scheduler_slots.claimant("execution-1", 1, "s")
+    assert scheduler_slots.fire(config.table, slot, retry, retried=True)["DONE"] == 2
+    assert sorted(i for i, _ in sent) == sorted(ids)
+
+
+def test_past_the_deadline_a_slot_claims_nothing_and_its_handler_fails_for_a_retry(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slot, [message_id] = due_slot(config, [0.0])
+    late = time.time() - 1
+    counts = scheduler_slots.fire(config.table, slot, "x#0#r", deadline=late, lease=late + 60)
+    assert counts == {"skipped": 0, "NOT_CLAIMED": 1} and sent == []
+    assert status_of(config, message_id)["status"]["S"] == "STANDBY"
+    # AND a handler whose messages were released or not claimed fails, for the retry
+    monkeypatch.setenv("TABLE", config.table)
+    monkeypatch.setenv("WORKERS_FUNCTION", "arn:aws:lambda:us-east-1:1:function:workers")
+    from exactly_once.handlers import settings
+
+    settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
+    monkeypatch.setattr(scheduler_slots, "fire", lambda *a: {"skipped": 0, "RELEASED": 1})
+    with pytest.raises(scheduler_slots.ClaimsFailed, match="1 messages"):
+        scheduler_slots.handler({"slot": slot, "execution": "x"}, None)
+    settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
+
+
+def test_an_invocation_that_fails_between_claims_and_sends_gives_back_what_it_never_sent(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slot, ids = due_slot(config, [0.0, 0.1, 0.2])
+    real = scheduler_slots.fire_one
+
+    def crashes_on_the_second(table: str, item: dict[str, Any], *args: Any) -> Any:
+        if item["id"]["S"] == ids[1]:
+            raise MemoryError("the invocation fails here")
+        return real(table, item, *args)
+
+    monkeypatch.setattr(scheduler_slots, "fire_one", crashes_on_the_second)
+    with pytest.raises(MemoryError):
+        scheduler_slots.fire(config.table, slot, "x#0#r")
+    # THEN what it sent is DONE; what it claimed and never sent is STANDBY again
+    assert status_of(config, ids[1])["status"]["S"] == "STANDBY"
+    assert {status_of(config, i)["status"]["S"] for i in (ids[0], ids[2])} == {"DONE"}
+
+
+def fail_execution(arn: str, error: str, cause: str) -> None:
+    """Moto's execution ended as Step Functions ends a failed one."""
+    from moto.stepfunctions.parser.models import stepfunctions_parser_backends
+
+    _, _, _, region, account, *_ = arn.split(":")
+    execution = stepfunctions_parser_backends[account][region].describe_execution(arn)
+    from moto.stepfunctions.parser.api import ExecutionStatus
+
+    execution.exec_status, execution.error, execution.cause = ExecutionStatus.FAILED, error, cause
+    execution.stop_date = execution.start_date
+
+
+def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN a slot execution whose Fire delivered a message and could not write its status
+    # (it failed StatusNotRecorded, naming its claimant), and a message an earlier attempt
+    # of it claimed and died with, undelivered
+    slots = dataclasses.replace(config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "s"))
+    slot, [delivered, undelivered] = due_slot(slots, [0.0, 0.5])
+    sfn = runtime.client("stepfunctions")
+    arn = sfn.start_execution(
+        stateMachineArn=slots.slot_machine_arn,
+        name=scheduler_slots.slot_name(slot),
+        input=json.dumps(scheduler_slots.slot_input(slot)),
+    )["executionArn"]
+    dead, last = (scheduler_slots.claimant(arn, n, f"request-{n}") for n in (0, 1))
+    lease = time.time() + 5
+    scheduler_slots.claim(slots.table, delivered, last, lease)
+    error = {
+        "errorType": "StatusNotRecorded",
+        "errorMessage": f"1 delivered messages are still FIRING, claimed by {last}",
+    }
+    fail_execution(arn, "StatusNotRecorded", json.dumps(error))
+    # WHEN the sweep finds the delivered one FIRING past its lease
+    swept = lease + scheduler.OVERDUE_SECONDS + 10
+    # THEN it is overdue (for the alarm), and its slot is not restarted
+    result = scheduler.sweep(slots, now=swept)
+    assert result["restarted"] == 0 and result["overdue"] >= 1
+    assert names(slots.slot_machine_arn) == [scheduler_slots.slot_name(slot)]
+    # AND a message an earlier attempt of that execution claimed, and died with, is
+    # taken up by a restart
+    scheduler_slots.claim(slots.table, undelivered, dead, lease)
+    result = scheduler.sweep(slots, now=swept + 60)
+    assert result["restarted"] == 1
+    restart = scheduler_slots.restart_name(slot, swept + 60)
+    assert names(slots.slot_machine_arn) == sorted([scheduler_slots.slot_name(slot), restart])
