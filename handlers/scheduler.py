@@ -388,14 +388,15 @@ def _firing(config: SchedulerSettings, now: float, context: Any) -> tuple[int, i
     whose lease ended (its claimant died: Lambda stopped it at its timeout) is taken up by
     a restart of its slot, one per sweep that finds it (`scheduler_slots.restart_name`:
     a restart whose index read missed it is followed by the next sweep's): at least once
-    to the target, with the id, as any retried delivery. Not when the claimant's execution
-    failed StatusNotRecorded: it delivered the message and could not write so (a restart
-    would deliver it again): that one stays overdue, for the alarm. One with no lease (a
+    to the target, with the id, as any retried delivery. Not while the claimant's execution
+    runs (its Fire's retry takes it up); nor when it failed StatusNotRecorded naming that
+    claimant: it delivered the message and could not write so (a restart would deliver it
+    again): that one is marked `unrecorded` and stays overdue, for the alarm. One with no lease (a
     message's own execution) is counted once it has been FIRING too long (its execution
     ended without writing DONE or FAILED)."""
     restarted = overdue = 0
-    restarts: set[int] = set()  # slots restarted by this sweep
-    unrecorded: dict[str, str] = {}  # the claimant's execution: its StatusNotRecorded cause
+    restarts: set[int] = set()  # slots to restart
+    ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
     for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
         image = _item(config, message_id)
         if image is None or image["status"]["S"] != Status.FIRING:
@@ -407,42 +408,69 @@ def _firing(config: SchedulerSettings, now: float, context: Any) -> tuple[int, i
             overdue += 1
             claimed_by = image.get("claimed_by", {}).get("S", "")
             execution = slots.execution_of(claimed_by)
-            if execution not in unrecorded:
-                unrecorded[execution] = _not_recorded(execution)
+            if execution not in ends:
+                ends[execution] = _end_of(execution)
+            status, cause = ends[execution]
+            if status == "RUNNING":
+                continue  # its Fire's retry takes it up, or the next sweep decides
             attempt = slots.attempt_of(claimed_by)
-            if attempt and attempt in unrecorded[execution]:
-                log("WARNING", "delivered, status not written", message_id=message_id)
+            if attempt and attempt in cause:
+                _mark_unrecorded(config, message_id, claimed_by)
                 continue
-            slot = slots.slot_of(publish_at)
-            if slot in restarts:
-                continue
-            restarts.add(slot)
-            outcome = start_once(
-                config.slot_machine_arn,
-                slots.restart_name(slot, now),
-                slots.slot_input(slot),
-                request_id(context),
-            )
-            restarted += outcome.status == "STARTED"
+            restarts.add(slots.slot_of(publish_at))
         elif publish_at < now - STUCK_FIRING_SECONDS:
             overdue += 1
+    # Restarts start after every delivered-unrecorded message is marked: a restart never
+    # takes one of those over (`scheduler_slots.claim`).
+    for slot in sorted(restarts):
+        outcome = start_once(
+            config.slot_machine_arn,
+            slots.restart_name(slot, now),
+            slots.slot_input(slot),
+            request_id(context),
+        )
+        restarted += outcome.status == "STARTED"
     return restarted, overdue
 
 
-def _not_recorded(execution_arn: str) -> str:
-    """The cause an execution failed with, if StatusNotRecorded (it names the claimant
-    whose deliveries happened); "" otherwise (running, another failure, or gone)."""
-    if not execution_arn:
-        return ""
+def _mark_unrecorded(config: SchedulerSettings, message_id: str, claimed_by: str) -> None:
+    """A message its claimant delivered and could not record: no claim takes it over (a
+    restart of its slot for another message included); it stays FIRING, Overdue."""
+    log("WARNING", "delivered, status not written", message_id=message_id)
+    try:
+        client("dynamodb").update_item(
+            TableName=config.table,
+            Key=message_key(message_id),
+            UpdateExpression="SET unrecorded = :true",
+            ConditionExpression="#s = :firing AND claimed_by = :by",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":firing": {"S": Status.FIRING},
+                ":by": {"S": claimed_by},
+            },
+        )
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":  # (it moved on meanwhile)
+            raise
+
+
+def _end_of(execution_arn: str) -> tuple[str, str]:
+    """(status, cause): the claimant's execution's status, and the cause it failed with if
+    StatusNotRecorded (naming the claimant whose deliveries happened). Not a slot
+    execution, or one gone: ("", "")."""
+    if not execution_arn.startswith("arn:"):
+        return "", ""
     try:
         described = client("stepfunctions").describe_execution(executionArn=execution_arn)
     except ClientError as exc:
         if aws_code(exc) in ("ExecutionDoesNotExist", "InvalidArn"):
-            return ""
+            return "", ""
         raise
-    if described.get("status") == "FAILED" and described.get("error") == "StatusNotRecorded":
-        return str(described.get("cause") or "")
-    return ""
+    status = str(described.get("status", ""))
+    if status == "FAILED" and described.get("error") == "StatusNotRecorded":
+        return status, str(described.get("cause") or "")
+    return status, ""
 
 
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:

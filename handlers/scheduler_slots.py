@@ -62,6 +62,8 @@ THROTTLE_CODES = frozenset(
         "RequestThrottled",
         "KmsThrottled",
         "KMSThrottling",
+        "KmsThrottlingException",
+        "EC2ThrottledException",
     }
 )
 THROTTLED_ATTEMPTS, FAILED_ATTEMPTS = 30, 3
@@ -73,6 +75,9 @@ HOLD_MARGIN_SECONDS = 60  # left of an invocation's time after waiting for a lea
 # the margin is for the time a write spends in flight).
 LEASE_SKEW_SECONDS = 5
 RECORD_ATTEMPTS = 8  # a delivered message's final status write (`record`)
+# ...tried until this long after the deadline (the deadline is a minute before the
+# invocation's end): a final write still failing then fails StatusNotRecorded, not a timeout
+RECORD_MARGIN_SECONDS = 50
 RESTART_MARK = "-swept-"  # in the name of a restart's execution (`restart_name`)
 
 
@@ -227,7 +232,8 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
             Key=_key(message_id),
             UpdateExpression="SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane",
             ConditionExpression=(
-                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :expired))"
+                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "
+                "(lease < :expired AND attribute_not_exists(unrecorded))))"
             ),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
@@ -379,12 +385,19 @@ def deliver(
             raise TargetFailed(code or type(exc).__name__, str(exc)) from exc
 
 
-def record(table: str, message_id: str, me: str, update: str, values: dict[str, Any]) -> str:
+def record(
+    table: str,
+    message_id: str,
+    me: str,
+    update: str,
+    values: dict[str, Any],
+    stop_by: float | None = None,
+) -> str:
     """A delivered message's final status, the message leaving the status index: written
     until it lands while the claim is still `me`'s ("recorded"); "TAKEN_OVER" if it no
     longer is (this claimant outlived its lease and another took the message over: the
     final write is the one that delivers it last); "UNRECORDED" if it never landed (about
-    two minutes of trying)."""
+    two minutes of trying, or until `stop_by`)."""
     names = {"#s": "status", **({"#e": "error"} if "#e" in update else {})}
     fenced = {**values, ":firing": {"S": "FIRING"}, ":me": {"S": me}}
     for attempt in range(RECORD_ATTEMPTS):
@@ -410,7 +423,10 @@ def record(table: str, message_id: str, me: str, update: str, values: dict[str, 
             log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
         except Exception as exc:
             log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
-        time.sleep(min(30.0, 2.0**attempt) * random.random())
+        pause = min(30.0, 2.0**attempt) * random.random()
+        if stop_by is not None and time.time() + pause >= stop_by:
+            break  # the invocation ends soon: say so (StatusNotRecorded), not a timeout
+        time.sleep(pause)
     return "UNRECORDED"
 
 
@@ -467,16 +483,23 @@ def fire_one(
         cause = json.dumps({"Error": exc.error, "Cause": exc.cause})
         error = {":failed": {"S": "FAILED"}, ":error": {"S": cause}}
         update = "SET #s = :failed, #e = :error REMOVE lane"
-        return recorder.submit(_outcome, "FAILED", table, message_id, me, update, error)
+        return recorder.submit(_outcome, "FAILED", table, message_id, me, update, error, deadline)
     done = {":done": {"S": "DONE"}, ":at": {"S": _iso(time.time())}}
     update = "SET #s = :done, fired_at = :at REMOVE lane"
-    return recorder.submit(_outcome, "DONE", table, message_id, me, update, done)
+    return recorder.submit(_outcome, "DONE", table, message_id, me, update, done, deadline)
 
 
 def _outcome(
-    outcome: str, table: str, message_id: str, me: str, update: str, values: dict[str, Any]
+    outcome: str,
+    table: str,
+    message_id: str,
+    me: str,
+    update: str,
+    values: dict[str, Any],
+    deadline: float | None = None,
 ) -> str:
-    written = record(table, message_id, me, update, values)
+    stop_by = deadline + RECORD_MARGIN_SECONDS if deadline is not None else None
+    written = record(table, message_id, me, update, values, stop_by)
     return outcome if written == "recorded" else written
 
 
@@ -576,9 +599,18 @@ def _fan_out(
     this attempt can run."""
     counts: collections.Counter[str] = collections.Counter()
     event = {"slot": slot, "claimant": me, "of": of, "retry": int(retried), "until": lease}
+    failures: list[BaseException] = []
     with concurrent.futures.ThreadPoolExecutor(of) as pool:
-        for result in pool.map(lambda shard: invoke({**event, "shard": shard}), range(of)):
-            counts.update(result)
+        shares = [pool.submit(invoke, {**event, "shard": shard}) for shard in range(of)]
+        for share in shares:  # every worker's counts, a failed one's beside them
+            try:
+                counts.update(share.result())
+            except Exception as exc:
+                failures.append(exc)
+    if failures and counts.get("UNRECORDED"):  # never retried: those deliveries happened
+        raise StatusNotRecorded(f"{counts['UNRECORDED']} delivered messages are still FIRING")
+    if failures:
+        raise failures[0]
     return dict(counts)
 
 

@@ -181,8 +181,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the slot clock's claim takes any FIRING message, not only one whose claimant's "
         "lease ended (a live claim is taken over: delivered twice)",
         "handlers/scheduler_slots.py",
-        '"#s = :standby OR (#s = :firing AND (claimed_by = :me OR lease < :expired))"',
-        '"#s = :standby OR #s = :firing OR (claimed_by = :me AND lease < :expired)"',
+        '"(lease < :expired AND attribute_not_exists(unrecorded))))"',
+        '"(lease < :expired AND attribute_not_exists(unrecorded)) OR #s = :firing))"',
         "slot",
     ),
     Mutant(
@@ -275,7 +275,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the sweep restarts a slot whose claimant delivered a message and could not write "
         "so (StatusNotRecorded): the restart delivers it again",
         "handlers/scheduler.py",
-        "            if attempt and attempt in unrecorded[execution]:",
+        "            if attempt and attempt in cause:",
         "            if False:",
         "slot",
     ),

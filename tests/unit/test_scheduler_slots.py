@@ -675,7 +675,7 @@ def fail_execution(arn: str, error: str, cause: str) -> None:
 
 
 def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record(
-    config: SchedulerSettings,
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a slot execution whose Fire delivered a message and could not write its status
     # (it failed StatusNotRecorded, naming its claimant), and a message an earlier attempt
@@ -695,9 +695,12 @@ def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record
         "errorType": "StatusNotRecorded",
         "errorMessage": f"1 delivered messages are still FIRING, claimed by {last}",
     }
+    swept = lease + scheduler.OVERDUE_SECONDS + 10
+    # (while the execution still runs, its Fire's retry is the one to take claims up)
+    assert scheduler.sweep(slots, now=swept)["restarted"] == 0
+    swept += 60
     fail_execution(arn, "StatusNotRecorded", json.dumps(error))
     # WHEN the sweep finds the delivered one FIRING past its lease
-    swept = lease + scheduler.OVERDUE_SECONDS + 10
     # THEN it is overdue (for the alarm), and its slot is not restarted
     result = scheduler.sweep(slots, now=swept)
     assert result["restarted"] == 0 and result["overdue"] >= 1
@@ -709,3 +712,53 @@ def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record
     assert result["restarted"] == 1
     restart = scheduler_slots.restart_name(slot, swept + 60)
     assert names(slots.slot_machine_arn) == sorted([scheduler_slots.slot_name(slot), restart])
+    # AND the delivered one is marked: no claim takes it over, that restart's included
+    assert status_of(slots, delivered)["unrecorded"] == {"BOOL": True}
+    real = time.time
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: real() + 60)
+    again = scheduler_slots.claim(slots.table, delivered, f"{arn}#0#restart", real() + 900)
+    assert again.item is None
+    taken = scheduler_slots.claim(slots.table, undelivered, f"{arn}#0#restart", real() + 900)
+    assert taken.item is not None
+
+
+def test_a_failed_worker_never_hides_another_workers_unrecorded_deliveries() -> None:
+    # GIVEN a slot fanned out to three workers: one fails, one delivered and could not
+    # write the status (UNRECORDED)
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        if event["shard"] == 0:
+            raise RuntimeError("slot worker 0/3 failed")
+        return {"UNRECORDED": 1} if event["shard"] == 1 else {"DONE": 1}
+
+    # THEN the slot fails StatusNotRecorded (never retried), not the worker's error
+    with pytest.raises(scheduler_slots.StatusNotRecorded, match="1 delivered"):
+        scheduler_slots._fan_out("t", 1, "x#0#r", 3, invoke, False, time.time() + 900)
+
+    # AND with nothing unrecorded, the worker's own error (retried by the Fire)
+    def fails(event: dict[str, Any]) -> dict[str, Any]:
+        if event["shard"] == 0:
+            raise RuntimeError("slot worker 0/3 failed")
+        return {"DONE": 1}
+
+    with pytest.raises(RuntimeError, match="worker 0/3"):
+        scheduler_slots._fan_out("t", 1, "x#0#r", 3, fails, False, time.time() + 900)
+
+
+def test_a_final_write_still_failing_near_the_invocations_end_is_unrecorded_in_time(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a table refusing every write (not a condition: an outage)
+    def refuses(**kwargs: Any) -> Any:
+        raise ClientError({"Error": {"Code": "InternalServerError"}}, "UpdateItem")
+
+    ddb = runtime.client("dynamodb")
+    monkeypatch.setattr(scheduler_slots, "_client", lambda service: ddb)
+    monkeypatch.setattr(ddb, "update_item", refuses)
+    clock = {"now": time.time()}
+    stop_by = clock["now"] + 3
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
+    # WHEN the write must stop within 3 s (the invocation ends soon after)
+    outcome = scheduler_slots.record(config.table, "m", "x#0#r", "SET #s = :done", {}, stop_by)
+    # THEN it says UNRECORDED (StatusNotRecorded), having waited no later than that
+    assert outcome == "UNRECORDED" and clock["now"] < stop_by
