@@ -413,8 +413,7 @@ def _firing(config: SchedulerSettings, now: float, context: Any) -> tuple[int, i
             status, cause = ends[execution]
             if status == "RUNNING":
                 continue  # its Fire's retry takes it up, or the next sweep decides
-            attempt = slots.attempt_of(claimed_by)
-            if attempt and attempt in cause:
+            if claimed_by and claimed_by in cause.split():
                 _mark_unrecorded(config, message_id, claimed_by)
                 continue
             restarts.add(slots.slot_of(publish_at))
@@ -469,7 +468,11 @@ def _end_of(execution_arn: str) -> tuple[str, str]:
         raise
     status = str(described.get("status", ""))
     if status == "FAILED" and described.get("error") == "StatusNotRecorded":
-        return status, str(described.get("cause") or "")
+        cause = str(described.get("cause") or "")
+        try:  # Lambda's error document: {"errorType": ..., "errorMessage": ...}
+            return status, str(json.loads(cause).get("errorMessage", cause))
+        except (ValueError, AttributeError):
+            return status, cause
     return status, ""
 
 

@@ -204,13 +204,6 @@ def execution_of(claimed_by: str) -> str:
     return claimed_by.split("#", 1)[0]
 
 
-def attempt_of(claimed_by: str) -> str:
-    """The slot's attempt a claimant (`claimant`, or one of its workers') belongs to: the
-    claimant a StatusNotRecorded names; "" for a claim not made by a slot."""
-    parts = claimed_by.split("#")
-    return "#".join(parts[:3]) if len(parts) >= 3 else ""
-
-
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """A claim's answer: the message (now ours), or why not: `held_until` when a live lease
@@ -586,6 +579,8 @@ def fire(
     if counts["NOT_CLAIMED"]:
         log("WARNING", "claims failed: the slot's retry takes them up", slot=slot)
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
+    if counts["UNRECORDED"]:  # who: StatusNotRecorded names them, for the sweep
+        return {**counts, "unrecorded_by": [me]}
     return dict(counts)
 
 
@@ -598,20 +593,30 @@ def _fan_out(
     function's timeout is shorter than this one's, so it is dead by the time a retry of
     this attempt can run."""
     counts: collections.Counter[str] = collections.Counter()
+    unrecorded_by: list[str] = []
     event = {"slot": slot, "claimant": me, "of": of, "retry": int(retried), "until": lease}
     failures: list[BaseException] = []
     with concurrent.futures.ThreadPoolExecutor(of) as pool:
         shares = [pool.submit(invoke, {**event, "shard": shard}) for shard in range(of)]
         for share in shares:  # every worker's counts, a failed one's beside them
             try:
-                counts.update(share.result())
+                result = share.result()
             except Exception as exc:
                 failures.append(exc)
-    if failures and counts.get("UNRECORDED"):  # never retried: those deliveries happened
-        raise StatusNotRecorded(f"{counts['UNRECORDED']} delivered messages are still FIRING")
+                continue
+            unrecorded_by += result.pop("unrecorded_by", [])
+            counts.update(result)
+    if failures and unrecorded_by:  # never retried: those deliveries happened
+        raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], unrecorded_by))
     if failures:
         raise failures[0]
-    return dict(counts)
+    return {**counts, "unrecorded_by": unrecorded_by} if unrecorded_by else dict(counts)
+
+
+def unrecorded(count: int, claimants: list[str]) -> str:
+    """StatusNotRecorded's message: it names the claimants whose deliveries happened (the
+    sweep reads it in the execution's cause, and leaves their claims be)."""
+    return f"{count} delivered messages are still FIRING, claimed by {' '.join(claimants)}"
 
 
 def _invoker(function_arn: str) -> Invoke:
@@ -620,7 +625,8 @@ def _invoker(function_arn: str) -> Invoke:
         payload = json.loads(answer["Payload"].read() or b"{}")
         if answer.get("FunctionError"):
             raise RuntimeError(f"slot worker {event['shard']}/{event['of']} failed: {payload}")
-        return {k: v for k, v in payload.items() if isinstance(v, int)}
+        counts = {k: v for k, v in payload.items() if isinstance(v, int)}
+        return {**counts, "unrecorded_by": [str(c) for c in payload.get("unrecorded_by", [])]}
 
     return invoke
 
@@ -654,9 +660,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
         lease = min(lease, float(event["until"]))
     counts = fire(table, slot, me, shard, of, invoke, retried, lease - 60, lease)
     if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
-        raise StatusNotRecorded(
-            f"{counts['UNRECORDED']} delivered messages are still FIRING, claimed by {me}"
-        )
+        raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], counts["unrecorded_by"]))
     if of == 1 and (counts.get("NOT_CLAIMED") or counts.get("RELEASED")):
         # the Fire's retry takes them up
         left = counts.get("NOT_CLAIMED", 0) + counts.get("RELEASED", 0)

@@ -275,7 +275,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the sweep restarts a slot whose claimant delivered a message and could not write "
         "so (StatusNotRecorded): the restart delivers it again",
         "handlers/scheduler.py",
-        "            if attempt and attempt in cause:",
+        "            if claimed_by and claimed_by in cause.split():",
         "            if False:",
         "slot",
     ),

@@ -728,10 +728,13 @@ def test_a_failed_worker_never_hides_another_workers_unrecorded_deliveries() -> 
     def invoke(event: dict[str, Any]) -> dict[str, Any]:
         if event["shard"] == 0:
             raise RuntimeError("slot worker 0/3 failed")
-        return {"UNRECORDED": 1} if event["shard"] == 1 else {"DONE": 1}
+        if event["shard"] == 1:
+            return {"UNRECORDED": 1, "unrecorded_by": ["x#0#r#worker-1"]}
+        return {"DONE": 1}
 
-    # THEN the slot fails StatusNotRecorded (never retried), not the worker's error
-    with pytest.raises(scheduler_slots.StatusNotRecorded, match="1 delivered"):
+    # THEN the slot fails StatusNotRecorded (never retried), not the worker's error, and
+    # names the worker whose deliveries happened (the sweep leaves its claims be)
+    with pytest.raises(scheduler_slots.StatusNotRecorded, match=r"1 delivered.* x#0#r#worker-1$"):
         scheduler_slots._fan_out("t", 1, "x#0#r", 3, invoke, False, time.time() + 900)
 
     # AND with nothing unrecorded, the worker's own error (retried by the Fire)
