@@ -336,7 +336,12 @@ def send(target_arn: str, delivery: dict[str, Any]) -> None:
         )
         if answer.get("FailedEntryCount"):
             entry = answer["Entries"][0]
-            raise TargetFailed(str(entry.get("ErrorCode")), str(entry.get("ErrorMessage")))
+            code, reason = str(entry.get("ErrorCode")), str(entry.get("ErrorMessage"))
+            # an entry refused unrun ("ThrottlingException": retryable, PutEventsResultEntry
+            # in the EventBridge API Reference) is retried as a throttle, never FAILED
+            if code in THROTTLE_CODES:
+                raise ClientError({"Error": {"Code": code, "Message": reason}}, "PutEvents")
+            raise TargetFailed(code, reason)
 
 
 def deliver(

@@ -765,3 +765,26 @@ def test_a_final_write_still_failing_near_the_invocations_end_is_unrecorded_in_t
     outcome = scheduler_slots.record(config.table, "m", "x#0#r", "SET #s = :done", {}, stop_by)
     # THEN it says UNRECORDED (StatusNotRecorded), having waited no later than that
     assert outcome == "UNRECORDED" and clock["now"] < stop_by
+
+
+def test_a_throttled_event_bus_entry_is_retried_as_a_throttle_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # PutEvents answers 200 with the entry refused (FailedEntryCount): a throttled entry
+    # never ran, so it is retried, never written FAILED after three tries
+    answers = [
+        {"FailedEntryCount": 1, "Entries": [{"ErrorCode": "ThrottlingException"}]},
+    ] * 5 + [{"FailedEntryCount": 0, "Entries": [{"EventId": "e"}]}]
+
+    class Events:
+        def put_events(self, **kwargs: Any) -> dict[str, Any]:
+            return answers.pop(0)
+
+    monkeypatch.setattr(scheduler_slots, "_client", lambda service: Events())
+    bus = "arn:aws:events:us-east-1:123456789012:event-bus/default"
+    scheduler_slots.deliver(bus, {"id": "m"}, sleep=lambda s: None)
+    assert answers == []
+    answers.append({"FailedEntryCount": 1, "Entries": [{"ErrorCode": "AccessDenied"}]})
+    answers.extend(answers * 3)
+    with pytest.raises(TargetFailed, match="AccessDenied"):
+        scheduler_slots.deliver(bus, {"id": "m"}, sleep=lambda s: None)
