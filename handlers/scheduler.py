@@ -351,6 +351,7 @@ def sweep(
     now = time.time() if now is None else now
     horizon = now + config.window_seconds
     standby = restarted = overdue_count = 0
+    restarts: set[int] = set()  # slots to restart (`_firing`)
     for message_id in _due(config, Status.STANDBY, horizon):
         standby += 1
         key = message_key(message_id)
@@ -364,12 +365,17 @@ def sweep(
             policy = (
                 ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
             )
-            restarted += start(config, image, context, policy).status == "STARTED"
+            outcome = start(config, image, context, policy)
+            restarted += outcome.status == "STARTED"
+            if overdue and outcome.existing_status == "SUCCEEDED" and config.slot_machine_arn:
+                # Its own execution ended without firing it (the slot had claimed it then,
+                # and gave it back unsent): a restart of its slot fires it.
+                restarts.add(slots.slot_of(float(image["publish_at"]["N"])))
     read = moved = 0
     for message_id in _due(config, Status.RESERVED, horizon):
         read += 1
         moved += transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
-    restarted_slots, stuck = _firing(config, now, context)
+    restarted_slots, stuck = _firing(config, now, context, restarts)
     result = {
         "read": read,
         "moved": moved,
@@ -383,7 +389,9 @@ def sweep(
     return result
 
 
-def _firing(config: SchedulerSettings, now: float, context: Any) -> tuple[int, int]:
+def _firing(
+    config: SchedulerSettings, now: float, context: Any, restarts: set[int]
+) -> tuple[int, int]:
     """FIRING messages past their time: (slot restarts started, overdue). A slot's claim
     whose lease ended (its claimant died: Lambda stopped it at its timeout) is taken up by
     a restart of its slot, one per sweep that finds it (`scheduler_slots.restart_name`:
@@ -393,9 +401,8 @@ def _firing(config: SchedulerSettings, now: float, context: Any) -> tuple[int, i
     claimant: it delivered the message and could not write so (a restart would deliver it
     again): that one is marked `unrecorded` and stays overdue, for the alarm. One with no lease (a
     message's own execution) is counted once it has been FIRING too long (its execution
-    ended without writing DONE or FAILED)."""
+    ended without writing DONE or FAILED). `restarts`: slots to restart besides."""
     restarted = overdue = 0
-    restarts: set[int] = set()  # slots to restart
     ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
     for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
         image = _item(config, message_id)

@@ -662,16 +662,21 @@ def test_an_invocation_that_fails_between_claims_and_sends_gives_back_what_it_ne
     assert {status_of(config, i)["status"]["S"] for i in (ids[0], ids[2])} == {"DONE"}
 
 
-def fail_execution(arn: str, error: str, cause: str) -> None:
-    """Moto's execution ended as Step Functions ends a failed one."""
+def end_execution(
+    arn: str, status: str, error: str | None = None, cause: str | None = None
+) -> None:
+    """Moto's execution ended as Step Functions ends one."""
+    from moto.stepfunctions.parser.api import ExecutionStatus
     from moto.stepfunctions.parser.models import stepfunctions_parser_backends
 
     _, _, _, region, account, *_ = arn.split(":")
     execution = stepfunctions_parser_backends[account][region].describe_execution(arn)
-    from moto.stepfunctions.parser.api import ExecutionStatus
-
-    execution.exec_status, execution.error, execution.cause = ExecutionStatus.FAILED, error, cause
+    execution.exec_status, execution.error, execution.cause = ExecutionStatus(status), error, cause
     execution.stop_date = execution.start_date
+
+
+def fail_execution(arn: str, error: str, cause: str) -> None:
+    end_execution(arn, "FAILED", error, cause)
 
 
 def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record(
@@ -788,3 +793,22 @@ def test_a_throttled_event_bus_entry_is_retried_as_a_throttle_not_failed(
     answers.extend(answers * 3)
     with pytest.raises(TargetFailed, match="AccessDenied"):
         scheduler_slots.deliver(bus, {"id": "m"}, sleep=lambda s: None)
+
+
+def test_an_overdue_standby_message_whose_own_execution_ended_unfired_restarts_its_slot(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN a message whose own execution ended SUCCEEDED without firing it (its Claim
+    # lost to the slot), and that the slot then gave back unsent (STANDBY again), the
+    # slot's retries spent
+    slots = dataclasses.replace(config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "s"))
+    slot, [message_id] = due_slot(slots, [0.0])  # (too late for its slot: its own started)
+    own = f"{slots.state_machine_arn.replace(':stateMachine:', ':execution:')}:{message_id}"
+    end_execution(own, "SUCCEEDED")
+    # WHEN the sweep finds it overdue
+    swept = slot + scheduler.OVERDUE_SECONDS + 10
+    result = scheduler.sweep(slots, now=swept)
+    # THEN a restart of its slot fires it (its own name is taken by an ended execution)
+    assert result["restarted"] == 1
+    restart = scheduler_slots.restart_name(slot, swept)
+    assert restart in names(slots.slot_machine_arn)
