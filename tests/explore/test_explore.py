@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from exactly_once.handlers.etl import Strategy
 from tests.explore import explorer, scenarios
 from tests.explore.faults import Fault
 
@@ -83,6 +84,13 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "lostall@10",
         24,
         "slot defect 4: a failed claim failed the invocation, its other claims left FIRING",
+    ),
+    (
+        lambda: scenarios.Etl(Strategy.DETERMINISTIC),
+        "twin@0,twin@2",
+        1348,
+        "explorer: a twin's own twin ran under the twin's process name (its concurrent "
+        "rewrite was judged a sequential one)",
     ),
     (
         slots,

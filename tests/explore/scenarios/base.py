@@ -13,6 +13,7 @@ writes, deliveries, step runs), not only what is left behind.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import random
@@ -99,10 +100,15 @@ class Scenario:
         with `again`, a redelivery once all that ended (at-least-once sources deliver
         again later)."""
         found: list[Delivery] = []
+        started: collections.Counter[str] = collections.Counter()
 
         def deliver(who: str, request_id: str) -> Callable[[], None]:
             def run() -> None:
-                found.append(self.deliver(world, who, function, event, request_id, cold))
+                # each its own process: a twin's own twin is `twin2` (the verdicts tell
+                # runs apart by their process, a concurrent one's span included)
+                started[who] += 1
+                label = who if started[who] == 1 else f"{who}{started[who]}"
+                found.append(self.deliver(world, label, function, event, request_id, cold))
 
             return run
 

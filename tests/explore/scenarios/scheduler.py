@@ -337,7 +337,10 @@ class SchedulerScenario(Scenario):
             swept.extend(tries)
 
         # a concurrent duplicate registration (the same keys) wherever the schedule says
-        world.injector.twin = lambda: register_all("twin")
+        twins = iter(range(1, 1_000))  # each its own process: a twin's twin is `twin2-`
+        world.injector.twin = lambda: register_all(
+            f"twin{n}-" if (n := next(twins)) > 1 else "twin"
+        )
         registered = register_all("register")
         if any(isinstance(a, Failure) or a["statusCode"] >= 500 for a in registered):
             return lambda: []  # never registered: the client was told (5xx every time)
