@@ -86,6 +86,13 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "slot defect 4: a failed claim failed the invocation, its other claims left FIRING",
     ),
     (
+        lambda: scenarios.ResumableScenario(),
+        "dup@9,dup@16,switch@26,switch@28",
+        1719,
+        "explorer: a second start of a running execution's name ran the machine again "
+        "(AWS starts no second run of a name)",
+    ),
+    (
         lambda: scenarios.Etl(Strategy.DETERMINISTIC),
         "twin@0,twin@2",
         1348,

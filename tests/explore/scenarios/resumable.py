@@ -18,7 +18,7 @@ from typing import Any
 from exactly_once.handlers import resumable, resumable_durable, runtime
 from tests.explore.faults import Call, Clock, Injector, json_response
 from tests.explore.lambdas import Failure
-from tests.explore.machine import Machine, integration_client
+from tests.explore.machine import Machine, Run, integration_client
 from tests.explore.scenarios.base import ARN, WAIT, Scenario, Verdict, World, clocked
 
 CHECKPOINT_FN = ARN.format("lambda", "function:checkpoint")
@@ -118,14 +118,19 @@ class ResumableScenario(Scenario):
         failed: list[tuple[str, Any]] = []
         redriven_at: list[str] = []
 
+        runs: dict[str, Any] = {}  # by execution name
+
         def start(attempt: int) -> Any:
             name = tag if attempt == 0 else f"{tag}-r{attempt}"
+            if name in runs:  # the name is taken (running or ended): no second run starts
+                return runs[name] or Run()
             arn = world.quietly(
                 lambda: sfn.start_execution(
                     stateMachineArn=self.machine, name=name, input=json.dumps({"orderId": tag})
                 )
             )["executionArn"]
-            run = model.run(arn, {"orderId": tag})
+            runs[name] = None  # running: a start of the name meanwhile is the same execution
+            run = runs[name] = model.run(arn, {"orderId": tag})
             world.quietly(lambda: sfn.stop_execution(executionArn=arn))  # it ended
             if run.status == "FAILED":
                 failed.append((arn, run))
