@@ -36,7 +36,7 @@ from typing import Any
 
 from exactly_once.components.asl import CONDITION_FAILED, LAMBDA_RETRY, dynamodb_update
 from exactly_once.components.targets import deliver, retries
-from exactly_once.handlers.checkpoints import EMPTY, attribute
+from exactly_once.handlers.checkpoints import EMPTY, SAVED_AT, attribute
 from exactly_once.handlers.targets import FIFO, address, kind_of
 
 _STEP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,47}$")
@@ -156,8 +156,14 @@ def definition(
             "Retry": [*retries(kind), *step.retry],
             "Next": save,
         }
-        entry = {":entry": {"S.$": f"States.JsonToString($.results.{step.name})"}}
-        update = f"SET {attribute(step.name)} = :entry"
+        entry = {
+            ":entry": {"S.$": f"States.JsonToString($.results.{step.name})"},
+            ":at": {"S.$": "$$.State.EnteredTime"},
+        }
+        # saved_at: when this execution last wrote. A run taking the lease over from an
+        # ended holder reads it first (handlers/resumable.py, load): a holder that wrote
+        # after its stopDate was redriven and is running again.
+        update = f"SET {attribute(step.name)} = :entry, {SAVED_AT} = :at"
         # Every write is this execution's only while it holds the key's lease: a run that
         # failed, was taken over by another and then redriven (RedriveExecution reopens a
         # FAILED run for 14 days, under the same ARN) fails LeaseLost at its first Save,

@@ -6,11 +6,14 @@ that read and change it (ops/checkpoints.py).
     first_execution    the execution that created the item
     out_<step>         the step's entry as a JSON string: "{}" until the step is done,
                        then {"done": true, "output": ...}
+    saved_at           when the lease holder last saved a step ($$.State.EnteredTime: ISO
+                       8601, UTC, milliseconds); a takeover reads it (handlers/resumable.py)
 """
 
 from __future__ import annotations
 
 EMPTY = "{}"  # a step not done yet
+SAVED_AT = "saved_at"
 
 
 def attribute(step: str) -> str:

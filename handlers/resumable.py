@@ -22,12 +22,13 @@ ones `retention_seconds` from completion.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import time
 from typing import Any
 
 from exactly_once.handlers import metrics
-from exactly_once.handlers.checkpoints import EMPTY, attribute
+from exactly_once.handlers.checkpoints import EMPTY, SAVED_AT, attribute
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import client, log
 from exactly_once.handlers.settings import Settings
@@ -162,7 +163,9 @@ def _claim(
     return item
 
 
-def _holder_ended(holder: str) -> bool:
+def _holder_ended(holder: str, saved_at: str | None) -> bool:
+    """Whether `holder` will never write again. `saved_at`: when it last saved a step (the
+    item as read before this call), if it is a state machine's run."""
     if ":states:" not in holder:  # a durable execution's
         try:
             described = client("lambda").get_durable_execution(DurableExecutionArn=holder)
@@ -172,12 +175,21 @@ def _holder_ended(holder: str) -> bool:
             raise
         return described["Status"] in DURABLE_ENDED
     try:
-        status = client("stepfunctions").describe_execution(executionArn=holder)["status"]
+        described = client("stepfunctions").describe_execution(executionArn=holder)
     except ClientError as exc:
         if aws_code(exc) == "ExecutionDoesNotExist":  # past Step Functions' 90 days
             return True
         raise
-    return status in ENDED
+    if described["status"] not in ENDED:
+        return False
+    # An ended run is not ended for good: RedriveExecution reopens a FAILED, TIMED_OUT or
+    # ABORTED run for 14 days, under the same ARN, and DescribeExecution "is eventually
+    # consistent ... may not reflect very recent updates". A holder that saved a step
+    # after the stopDate described was redriven and runs on, whatever the status says.
+    stopped = described.get("stopDate")
+    if saved_at is not None and stopped is not None:
+        return dt.datetime.fromisoformat(saved_at) <= stopped
+    return True
 
 
 def load(
@@ -219,9 +231,17 @@ def load(
             log("INFO", "key already completed: no step runs", key=key, execution=execution)
             return entries(config, item)
         holder = item["lease"]["S"]
-        if not _holder_ended(holder):
+        saved_at = item.get(SAVED_AT, {}).get("S")
+        if not _holder_ended(holder, saved_at):
             raise KeyInProgress(f"key {key!r} is being run by {holder}; this run runs no step")
-        taken = _claim(config, key, execution, now, "lease = :holder", **{":holder": {"S": holder}})
+        # Only if the holder saved nothing since the read above: a redriven holder that
+        # saved a step meanwhile goes on to the next one (its status read before its
+        # redrive), so this run must not run that step beside it.
+        unchanged = f"attribute_not_exists({SAVED_AT})"
+        values: dict[str, Any] = {":holder": {"S": holder}}
+        if saved_at is not None:
+            unchanged, values[":seen"] = f"{SAVED_AT} = :seen", {"S": saved_at}
+        taken = _claim(config, key, execution, now, f"lease = :holder AND {unchanged}", **values)
         if taken is not None:
             log("INFO", "lease taken over from an ended run", key=key, previous=holder)
             metrics.emit(PATTERN, {"key": key}, RunsStarted=1)

@@ -62,6 +62,21 @@ class Run:
     entered: list[str] = dataclasses.field(default_factory=list)
 
 
+def ended(arn: str, run: Run, now: float) -> None:
+    """The execution as DescribeExecution reports it once `run` ended at `now` (the
+    explorer's clock): moto runs no state machine, it only keeps the record. A redrive
+    leaves the record as it was until the redriven run ends: DescribeExecution "is
+    eventually consistent ... may not reflect very recent updates and changes", and the
+    explorer takes the worst of it."""
+    from moto.stepfunctions.models import stepfunctions_backends
+
+    _, _, _, region, account, *_ = arn.split(":")
+    execution = stepfunctions_backends[account][region].describe_execution(arn)
+    execution.status = run.status
+    execution.stop_date = dt.datetime.fromtimestamp(now, dt.UTC)
+    execution.error, execution.cause = run.error or None, run.cause or None
+
+
 class Machine:
     def __init__(
         self,

@@ -293,9 +293,27 @@ CATALOGUE: tuple[Mutant, ...] = (
         "resumable-holder-always-ended",
         "Load takes over the lease of a run that is still running",
         "handlers/resumable.py",
-        "def _holder_ended(holder: str) -> bool:\n",
-        "def _holder_ended(holder: str) -> bool:\n    return True\n",
+        "def _holder_ended(holder: str, saved_at: str | None) -> bool:\n",
+        "def _holder_ended(holder: str, saved_at: str | None) -> bool:\n    return True\n",
         "resumable",
+    ),
+    Mutant(
+        "resumable-takeover-unfenced",
+        "Load takes over an ended holder's lease whatever the holder saved since the item "
+        "was read (a holder redriven meanwhile runs its next step beside the taker)",
+        "handlers/resumable.py",
+        'f"lease = :holder AND {unchanged}", **values)',
+        '"lease = :holder", **{":holder": {"S": holder}})',
+        "resumable and step",
+    ),
+    Mutant(
+        "resumable-redriven-holder-ended",
+        "Load believes DescribeExecution's FAILED for a holder that saved a step after its "
+        "stopDate (redriven, running again)",
+        "handlers/resumable.py",
+        "        return dt.datetime.fromisoformat(saved_at) <= stopped\n",
+        "        return True\n",
+        "resumable and step",
     ),
     Mutant(
         "durable-reruns-done-step",

@@ -93,6 +93,20 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "(AWS starts no second run of a name)",
     ),
     (
+        lambda: scenarios.ResumableScenario(),
+        "twin@8,switch@12",
+        1935,
+        "resumable (step-functions): a failed holder redriven while a re-run took its key "
+        "over saved s2 between the re-run's read and its claim; both ran s3",
+    ),
+    (
+        lambda: scenarios.ResumableScenario(),
+        "twin@5,switch@8",
+        1,
+        "resumable (step-functions): a redriven holder that saved s2 after its stopDate was "
+        "taken for ended (DescribeExecution still FAILED); both ran s3",
+    ),
+    (
         lambda: scenarios.Etl(Strategy.DETERMINISTIC),
         "twin@0,twin@2",
         1348,

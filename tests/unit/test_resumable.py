@@ -3,6 +3,7 @@ retention, takeovers from ended runs, expired checkpoints."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 from collections.abc import Iterator
@@ -47,13 +48,24 @@ def execution(definition: dict, status: str) -> str:
     raise AssertionError(f"{arn} never became {status}")
 
 
-def save(config: ResumableSettings, key: str, step: str) -> None:
-    """What the state machine's Save<step> writes."""
+def stop_date(arn: str) -> dt.datetime:
+    stopped: dt.datetime = runtime.client("stepfunctions").describe_execution(executionArn=arn)[
+        "stopDate"
+    ]
+    return stopped
+
+
+def save(config: ResumableSettings, key: str, step: str, at: dt.datetime | None = None) -> None:
+    """What the state machine's Save<step> writes (`at`: its $$.State.EnteredTime)."""
+    entered = (at or dt.datetime.now(dt.UTC)).isoformat(timespec="milliseconds")
     runtime.client("dynamodb").update_item(
         TableName=config.table,
         Key={"pk": {"S": key}},
-        UpdateExpression=f"SET out_{step} = :entry",
-        ExpressionAttributeValues={":entry": {"S": json.dumps(DONE)}},
+        UpdateExpression=f"SET out_{step} = :entry, saved_at = :at",
+        ExpressionAttributeValues={
+            ":entry": {"S": json.dumps(DONE)},
+            ":at": {"S": entered.replace("+00:00", "Z")},
+        },
     )
 
 
@@ -92,7 +104,7 @@ def test_an_ended_runs_lease_is_taken_over_and_its_done_steps_kept(
     # GIVEN a run that did its first step, then failed (or was stopped, or timed out)
     crashed = execution(FAIL_DEFINITION, "FAILED")
     resumable.load(config, "k", crashed, NOW)
-    save(config, "k", "register")
+    save(config, "k", "register", at=stop_date(crashed) - dt.timedelta(seconds=1))
     # WHEN the key runs again
     entries = resumable.load(config, "k", "exec-2", NOW + 60)
     # THEN the new run holds it and skips what was done
@@ -100,6 +112,23 @@ def test_an_ended_runs_lease_is_taken_over_and_its_done_steps_kept(
     shown = ops.show("k")
     assert shown is not None and shown["lease"] == "exec-2"
     assert shown["expires_at"] == NOW + 60 + TTL  # each run's start renews the TTL
+
+
+def test_a_failed_holder_that_saved_after_it_stopped_was_redriven_and_keeps_its_lease(
+    config: ResumableSettings, ops: Checkpoints
+) -> None:
+    # GIVEN a run that failed, then was redriven (RedriveExecution: the same ARN runs on)
+    # and saved a step, while DescribeExecution still answers FAILED (eventually
+    # consistent)
+    redriven = execution(FAIL_DEFINITION, "FAILED")
+    resumable.load(config, "k", redriven, NOW)
+    save(config, "k", "register", at=stop_date(redriven) + dt.timedelta(seconds=1))
+    before = ops.show("k")
+    # WHEN the key runs again
+    with pytest.raises(KeyInProgress, match="being run by"):
+        resumable.load(config, "k", "exec-2", NOW + 60)
+    # THEN the redriven run keeps the key: taken, it would run the next step beside this run
+    assert ops.show("k") == before
 
 
 def test_a_lease_whose_holder_no_longer_exists_is_taken_over(config: ResumableSettings) -> None:

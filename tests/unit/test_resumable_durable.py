@@ -86,7 +86,7 @@ def test_a_failed_run_is_resumed_by_the_next_run_from_the_failed_step(
     assert [name for name, _ in world["calls"]].count("Reserve") == 1
     # WHEN the workflow is run again for the key, the step fixed (the failed run's lease
     # is its holder's, which ended: test_an_ended_durable_holder_gives_up_its_lease)
-    monkeypatch.setattr(resumable, "_holder_ended", lambda holder: True)
+    monkeypatch.setattr(resumable, "_holder_ended", lambda holder, saved_at: True)
     world["fail"].clear()
     world["calls"].clear()
     again = run("o-2", "second")
@@ -114,7 +114,7 @@ def test_a_key_held_by_a_running_execution_fails_at_once_and_runs_no_step(
     runtime.client("dynamodb").put_item(
         TableName="checkpoints", Item={"pk": {"S": "o-4"}, "lease": {"S": "other-execution"}}
     )
-    monkeypatch.setattr(resumable, "_holder_ended", lambda holder: False)
+    monkeypatch.setattr(resumable, "_holder_ended", lambda holder, saved_at: False)
     # WHEN a second run of the key starts
     result = run("o-4", "second")
     # THEN it fails with KeyInProgress before any step (no retry: it would not help)
@@ -159,7 +159,7 @@ def test_an_ended_durable_holder_gives_up_its_lease(
                 },
                 expected,
             )
-        assert resumable._holder_ended(holder) is ended
+        assert resumable._holder_ended(holder, None) is ended
 
 
 def test_a_step_invoke_is_sent_once_and_awaited_as_long_as_a_lambda_runs(moto: None) -> None:

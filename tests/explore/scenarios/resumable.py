@@ -2,9 +2,11 @@
 once) is re-run (`ops rerun`: the next attempt's name) until it completes; the state
 machine form's failed run is also redriven (RedriveExecution, from its failed step) while
 the re-run is in flight (at the twin point) or after it; then a duplicate run after
-completion. Each step's effect happens once, more only where a fault made it ambiguous
-(at its invoke, in its checkpoint write, or a redrive restarting at it: documented at
-least once); the key ends completed; a run after completion runs no step."""
+completion. While a run is redriven, DescribeExecution still answers its failure
+(eventually consistent: machine.ended). Each step's effect happens once, more only where
+a fault made it ambiguous (at its invoke, in its checkpoint write, or a redrive restarting
+at it: documented at least once); the key ends completed; a run after completion runs no
+step."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 from exactly_once.handlers import resumable, resumable_durable, runtime
 from tests.explore.faults import Call, Clock, Injector, json_response
 from tests.explore.lambdas import Failure
-from tests.explore.machine import Machine, Run, integration_client
+from tests.explore.machine import Machine, Run, ended, integration_client
 from tests.explore.scenarios.base import ARN, WAIT, Scenario, Verdict, World, clocked
 
 CHECKPOINT_FN = ARN.format("lambda", "function:checkpoint")
@@ -131,7 +133,7 @@ class ResumableScenario(Scenario):
             )["executionArn"]
             runs[name] = None  # running: a start of the name meanwhile is the same execution
             run = runs[name] = model.run(arn, {"orderId": tag})
-            world.quietly(lambda: sfn.stop_execution(executionArn=arn))  # it ended
+            ended(arn, run, world.clock.now)
             if run.status == "FAILED":
                 failed.append((arn, run))
             return run
@@ -140,7 +142,12 @@ class ResumableScenario(Scenario):
             while failed:  # redriven once each, from the state that failed
                 arn, run = failed.pop(0)
                 redriven_at.append(run.failed_state)
-                model.run(arn, run.failed_input, start_at=run.failed_state)
+                # DescribeExecution still answers the failure meanwhile (machine.ended)
+                ended(
+                    arn,
+                    model.run(arn, run.failed_input, start_at=run.failed_state),
+                    world.clock.now,
+                )
 
         attempt = 0
         # another run of the key, started while one is in flight (a second operator's rerun,

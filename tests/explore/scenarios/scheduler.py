@@ -20,13 +20,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import datetime as dt
 import json
 import re
 from collections.abc import Iterator
 from typing import Any
-
-from moto.stepfunctions.models import stepfunctions_backends
 
 from exactly_once.components.scheduler import (
     SLOT_TIMEOUT_SECONDS,
@@ -46,7 +43,7 @@ from exactly_once.handlers import (
 )
 from tests.explore.dynamo import EventSourceMapping, Table
 from tests.explore.lambdas import DIED, TIMED_OUT, Failure
-from tests.explore.machine import Machine, integration_client
+from tests.explore.machine import Machine, ended, integration_client
 from tests.explore.scenarios.base import (
     ARN,
     CONCURRENCY,
@@ -308,17 +305,9 @@ class SchedulerScenario(Scenario):
                     # that failed StatusNotRecorded (docs/scheduler.md: its deliveries
                     # happened, and the sweep reads that failure to leave them be)
                     if run.status == "FAILED" and run.error != "StatusNotRecorded":
-                        ended(arn, run)
+                        ended(arn, run, clock.now)
                         run = model.run(arn, run.failed_input, start_at=run.failed_state)
-                    ended(arn, run)
-
-        def ended(arn: str, run: Any) -> None:
-            """The execution as DescribeExecution then reports it (moto runs none)."""
-            _, _, _, region, account, *_ = arn.split(":")
-            execution = stepfunctions_backends[account][region].describe_execution(arn)
-            execution.status = run.status
-            execution.stop_date = dt.datetime.fromtimestamp(clock.now, dt.UTC)
-            execution.error, execution.cause = run.error or None, run.cause or None
+                    ended(arn, run, clock.now)
 
         def duplicated_clock(execution: str) -> None:
             slot = scheduler_slots.slot_of(publish)
