@@ -321,12 +321,17 @@ class Injector:
 
     def time_out(self, invocation: Any, label: str) -> None:
         """`invocation` reaches its timeout: the clock is at its deadline (a function times
-        out at its configured timeout, not before), and its waiter sees the timeout."""
+        out at its configured timeout, not before), and its waiter sees the timeout. An
+        invocation nobody waits for (its caller's read timed out) is left be: the fault
+        does not apply, and the clock stays where it is (moved, it delayed everything
+        after it with no fault recorded to excuse the delay)."""
+        if invocation.waited_by is None:
+            return
         self.injected.append(label)
         if invocation.deadline is not None and self.clock is not None:
             self.clock.now = max(self.clock.now, invocation.deadline)
-        if not self.processes.time_out(invocation):
-            self.injected.remove(label)
+        applied = self.processes.time_out(invocation)
+        assert applied, f"{invocation} was waited for, yet did not time out"
 
     def caller(self) -> Any:
         """The invocation waiting for the one making this call, if any."""

@@ -119,6 +119,13 @@ FOUND: list[tuple[Any, str, int, str]] = [
         786,
         "both tries of a final write failed (StatusNotRecorded); the sweep restarted it",
     ),
+    (
+        slots,
+        "lost@14,timeout@16",
+        3703,
+        "explorer: a timeout of a worker nobody waited for (its answer lost) moved the "
+        "clock to its deadline, no fault recorded: the slot's retry fired 846 s late",
+    ),
 ]
 
 
