@@ -28,6 +28,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from exactly_once.handlers.runtime import REDRIVE
@@ -35,6 +36,17 @@ from exactly_once.handlers.runtime import REDRIVE
 # Long enough for the function to answer before the message shows again (a function's
 # timeout is at most 900 s); a crash leaves the message hidden for this long only.
 VISIBILITY_SECONDS = 960
+# Each event is sent once, and waited for as long as the function may run: botocore's
+# defaults (a 60 s read timeout, then retries) sent a slow function's event again while
+# the first invocation still ran. TCP keepalive holds the idle connection open meanwhile:
+# a NAT gateway or load balancer drops a TCP flow idle 350 s (AWS Knowledge Center,
+# "lambda-vpc-timeout": "turn on TCP keepalive ... to reset the idle timeout").
+INVOKE = Config(
+    read_timeout=910,  # past Lambda's longest timeout, within VISIBILITY_SECONDS
+    connect_timeout=10,
+    tcp_keepalive=True,
+    retries={"total_max_attempts": 1, "mode": "standard"},
+)
 
 
 @dataclasses.dataclass
@@ -58,7 +70,7 @@ class DeadLetters:
     def __init__(self, queue_url: str, function: str, clients: Any) -> None:
         self.queue_url, self.function = queue_url, function
         self.sqs = clients("sqs")
-        self.lam = clients("lambda")
+        self.lam = clients("lambda", INVOKE)
         self.clients = clients
         self.seen: set[str] = set()  # message ids taken, or sent back, by this run
 

@@ -6,16 +6,17 @@ from collections.abc import Callable
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 LOCAL_KEYS = {"aws_access_key_id": "test", "aws_secret_access_key": "test"}
 
 
 def clients(
     endpoint_url: str | None = None, region: str | None = None, profile: str | None = None
-) -> Callable[[str], Any]:
-    """service -> client. Credentials come from the standard chain (or `profile`); only an
-    `endpoint_url` with no credentials anywhere (LocalStack, a test) gets LocalStack's
-    test keys, never instead of the caller's own."""
+) -> Callable[..., Any]:
+    """(service, config=None) -> client. Credentials come from the standard chain (or
+    `profile`); only an `endpoint_url` with no credentials anywhere (LocalStack, a test)
+    gets LocalStack's test keys, never instead of the caller's own."""
     session = boto3.Session(profile_name=profile, region_name=region)
     options: dict[str, Any] = {}
     if endpoint_url:
@@ -23,7 +24,7 @@ def clients(
         if session.get_credentials() is None:
             options.update(LOCAL_KEYS)
 
-    def client(service: str) -> Any:
-        return session.client(service, **options)  # type: ignore[call-overload]
+    def client(service: str, config: Config | None = None) -> Any:
+        return session.client(service, config=config, **options)  # type: ignore[call-overload]
 
     return client

@@ -51,7 +51,7 @@ def queue(sqs: Any) -> str:
 
 
 def dead_letters(sqs: Any, url: str, function: Function) -> DeadLetters:
-    def clients(service: str) -> Any:
+    def clients(service: str, config: Any = None) -> Any:
         return {"sqs": sqs, "lambda": function}[service]
 
     return DeadLetters(url, "orders-starter", clients)
@@ -189,7 +189,7 @@ def test_a_stream_batch_is_read_back_from_the_stream_and_sent_as_the_batch_it_wa
     )
     function = Function(lambda event: {"outcomes": ["STARTED"] * len(event["Records"])})
 
-    def clients(service: str) -> Any:
+    def clients(service: str, config: Any = None) -> Any:
         return {"sqs": sqs, "lambda": function, "dynamodbstreams": streams}[service]
 
     report = DeadLetters(url, "scheduler-starter", clients).redrive()
@@ -200,3 +200,54 @@ def test_a_stream_batch_is_read_back_from_the_stream_and_sent_as_the_batch_it_wa
     assert report["counts"] == {"redriven": 1}
     assert report["messages"][0]["reasons"] == ["RetryAttemptsExhausted Unhandled"]
     assert bodies(sqs, url) == []
+
+
+def test_an_event_goes_to_the_function_once_and_is_waited_for_as_long_as_it_may_run() -> None:
+    """botocore's defaults (a 60 s read timeout, then retries) sent a slow function's event
+    again while the first invocation ran on: the redrive's Lambda client sends once and
+    waits past Lambda's longest timeout (900 s)."""
+    import http.server
+    import threading
+
+    from exactly_once.ops.dead_letters import INVOKE, VISIBILITY_SECONDS
+    from exactly_once.ops.session import clients
+
+    # GIVEN a Lambda endpoint that fails every invoke with a retryable 5xx
+    sent: list[str] = []
+
+    class Failing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            sent.append(self.path)
+            body = b'{"Type": "Service", "message": "busy"}'
+            self.send_response(500)
+            self.send_header("x-amzn-ErrorType", "ServiceException")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Failing)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        built: dict[str, Any] = {}
+        real = clients(f"http://127.0.0.1:{server.server_port}", "us-east-1")
+
+        def recording(service: str, config: Any = None) -> Any:
+            built[service] = config
+            return real(service, config)
+
+        letters = DeadLetters("https://sqs.us-east-1.amazonaws.com/1/q", "f", recording)
+        # WHEN the redrive's client invokes
+        with pytest.raises(Exception, match="ServiceException"):
+            letters.lam.invoke(FunctionName="f", Payload=b"{}")
+    finally:
+        server.shutdown()
+    # THEN the event was sent once, by a client that waits past any function's timeout
+    assert sent == ["/2015-03-31/functions/f/invocations"]
+    assert built["lambda"] is INVOKE
+    config = letters.lam.meta.config
+    assert 900 < config.read_timeout < VISIBILITY_SECONDS
+    assert config.retries["total_max_attempts"] == 1 and config.tcp_keepalive is True
