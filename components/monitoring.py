@@ -5,8 +5,14 @@ The handlers write their metrics in CloudWatch's embedded metric format
 AWS's own metrics cover what no handler of ours sees (a DLQ's depth, a state machine's
 failed executions, an API's 5xx answers). Every alarm is on one metric, with a period of
 60 s (SQS sends its metrics once a minute: CloudWatch user guide, "Available CloudWatch
-metrics for Amazon SQS"), and treats missing data as not breaching: no data is nothing
-wrong. docs/operations.md lists every metric and alarm.
+metrics for Amazon SQS"). An alarm on a count of events (failures, 5xx answers) treats
+missing data as not breaching: no event is nothing wrong. An alarm on a level that stays
+until someone acts (a DLQ's depth, messages overdue) keeps its state while data is
+missing (`ignore`: "The current alarm state is maintained", CloudWatch user guide,
+"Configuring how CloudWatch alarms treat missing data"): SQS stops sending a queue's
+metrics after six hours without activity, and the sweep reports Overdue once per run, so
+either went OK (and told the OK action) while the messages still waited.
+docs/operations.md lists every metric and alarm.
 """
 
 # No `from __future__ import annotations`: the Pulumi package analyzer reads
@@ -90,8 +96,11 @@ class Watch:
         description: str,
         statistic: str = "Sum",
         evaluation_periods: int = 1,
+        level: bool = False,
     ) -> None:
-        """ALARM when `metric` is 1 or more in `evaluation_periods` minutes in a row."""
+        """ALARM when `metric` is 1 or more in `evaluation_periods` minutes in a row.
+        `level`: the metric is a level reported now and then, not a count of events: the
+        alarm keeps its state while no data comes (see the module)."""
         if not self.options.alarms:
             return
         actions = list(self.options.alarm_actions)
@@ -107,7 +116,7 @@ class Watch:
                 evaluation_periods=evaluation_periods,
                 threshold=1,
                 comparison_operator="GreaterThanOrEqualToThreshold",
-                treat_missing_data="notBreaching",
+                treat_missing_data="ignore" if level else "notBreaching",
                 alarm_actions=actions,
                 ok_actions=actions,
                 opts=pulumi.ResourceOptions(parent=self.parent),
@@ -123,6 +132,7 @@ class Watch:
             "events wait in the dead-letter queue; fix the cause (each message says it), "
             "then `python -m exactly_once.ops redrive-dlq`",
             statistic="Maximum",
+            level=True,
         )
         self.graph("Dead-letter queue depth", [(depth, "Maximum")])
 

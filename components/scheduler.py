@@ -486,6 +486,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             "messages still STANDBY 60 s or FIRING 20 min past their publish time (the "
             "sweep restarts a STANDBY one; one that stays needs a look: docs/scheduler.md)",
             statistic="Maximum",
+            level=True,
         )
         watch.failed_executions(
             self.state_machine.arn,
