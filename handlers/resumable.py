@@ -80,7 +80,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     config = ResumableSettings.current()
     key, execution = str(event["key"]), str(event["execution"])
     if event["action"] == "load":
-        return load(config, key, execution)
+        return load(config, key, execution, entered=event.get("entered"))
     if event["action"] == "finish":
         return finish(config, key, execution)
     raise ValueError(f"unknown action {event['action']!r}")
@@ -116,12 +116,22 @@ def _batches(head: str, pieces: list[str]) -> list[list[str]]:
 
 
 def _claim(
-    config: ResumableSettings, key: str, execution: str, now: int, condition: str, **values: Any
+    config: ResumableSettings,
+    key: str,
+    execution: str,
+    now: int,
+    condition: str,
+    entered: str | None = None,
+    **values: Any,
 ) -> dict[str, Any] | None:
-    """Take the lease if `condition` holds; the item after, or None if it did not hold."""
+    """Take the lease if `condition` holds; the item after, or None if it did not hold.
+    `entered`: when the claiming state began (a state machine's Load), kept as saved_at."""
     head = (
         "SET lease = :me, expires_at = :ttl, first_execution = if_not_exists(first_execution, :me)"
     )
+    if entered is not None:
+        head += f", {SAVED_AT} = :entered"
+        values[":entered"] = {"S": entered}
     pieces = [f"{attribute(s)} = if_not_exists({attribute(s)}, :empty)" for s in config.steps]
     first, *rest = _batches(head, pieces)
     ddb = client("dynamodb")
@@ -187,15 +197,35 @@ def _holder_ended(holder: str, saved_at: str | None) -> bool:
     # consistent ... may not reflect very recent updates". A holder that saved a step
     # after the stopDate described was redriven and runs on, whatever the status says.
     stopped = described.get("stopDate")
-    if saved_at is not None and stopped is not None:
-        return dt.datetime.fromisoformat(saved_at) <= stopped
+    saved = _instant(saved_at)
+    if saved is not None and stopped is not None:
+        return saved <= stopped
     return True
 
 
+def _instant(text: str | None) -> dt.datetime | None:
+    """saved_at as an aware datetime ($$.State.EnteredTime: ISO 8601, UTC, 'Z'); None if
+    absent or not such a time (written by hand, say): then only the status counts."""
+    try:
+        instant = dt.datetime.fromisoformat(text) if text else None
+    except ValueError:
+        instant = None
+    if instant is None or instant.tzinfo is None:
+        if text:
+            log("WARNING", "saved_at is not an ISO 8601 time with its offset", saved_at=text)
+        return None
+    return instant
+
+
 def load(
-    config: ResumableSettings, key: str, execution: str, now: int | None = None
+    config: ResumableSettings,
+    key: str,
+    execution: str,
+    now: int | None = None,
+    entered: str | None = None,
 ) -> dict[str, Any]:
-    """Take `key`'s lease for `execution` and return every step's entry (see the module)."""
+    """Take `key`'s lease for `execution` and return every step's entry (see the module).
+    `entered`: when the state machine's Load state began ($$.State.EnteredTime)."""
     now = int(time.time()) if now is None else now
     ddb = client("dynamodb")
     for _ in range(ATTEMPTS):
@@ -204,7 +234,7 @@ def load(
             "(attribute_not_exists(lease) OR lease = :me) AND attribute_not_exists(completed_at)"
             " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
         )
-        item = _claim(config, key, execution, now, free, **{":now": {"N": str(now)}})
+        item = _claim(config, key, execution, now, free, entered, **{":now": {"N": str(now)}})
         if item is not None:
             metrics.emit(PATTERN, {"key": key}, RunsStarted=1)
             return entries(config, item)
@@ -241,7 +271,9 @@ def load(
         values: dict[str, Any] = {":holder": {"S": holder}}
         if saved_at is not None:
             unchanged, values[":seen"] = f"{SAVED_AT} = :seen", {"S": saved_at}
-        taken = _claim(config, key, execution, now, f"lease = :holder AND {unchanged}", **values)
+        taken = _claim(
+            config, key, execution, now, f"lease = :holder AND {unchanged}", entered, **values
+        )
         if taken is not None:
             log("INFO", "lease taken over from an ended run", key=key, previous=holder)
             metrics.emit(PATTERN, {"key": key}, RunsStarted=1)

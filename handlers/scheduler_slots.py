@@ -14,8 +14,8 @@ slot's own two transitions are shared by every message of its second (docs/cost.
 A message joins its slot only if it is started before `join_by(slot)` (the slot then
 reads the index after the message was written, with `JOIN_MARGIN_SECONDS` for the
 index to catch up); later it takes its own execution, as before (handlers/scheduler.py:
-start). After its deliveries a slot reads the index once more and fires any message the
-first read missed.
+start). Once its second is over a slot reads the index once more and fires any message
+the first read missed (late, not at the next sweep).
 """
 
 from __future__ import annotations
@@ -563,7 +563,13 @@ def fire(
         # the pool stops first: a delivery still running hands its status to the recorder
         with recorder, pool:
             fire_these(ids)
-            # the index may have missed a message the first read: read again
+            # The index may have missed a message the first read (it lags behind the table:
+            # DynamoDB developer guide, "Read consistency for global secondary indexes").
+            # Read again once the second is over, the index having had the whole second
+            # to catch up: a message missed twice would wait for the sweep (an hour).
+            again = slot + 1
+            if deadline is None or again < deadline:
+                time.sleep(max(0.0, again - time.time()))
             fire_these(members(table, slot, statuses, shard, of))
             if retried and held:
                 # An earlier attempt of this slot still holds these, and delivers them while

@@ -302,8 +302,17 @@ CATALOGUE: tuple[Mutant, ...] = (
         "Load takes over an ended holder's lease whatever the holder saved since the item "
         "was read (a holder redriven meanwhile runs its next step beside the taker)",
         "handlers/resumable.py",
-        'f"lease = :holder AND {unchanged}", **values)',
-        '"lease = :holder", **{":holder": {"S": holder}})',
+        'f"lease = :holder AND {unchanged}", entered, **values',
+        '"lease = :holder", entered, **{":holder": {"S": holder}}',
+        "resumable and step",
+    ),
+    Mutant(
+        "resumable-load-unstamped",
+        "Load's claim leaves saved_at as it was (a run redriven at its Load takes its own "
+        "lease again unseen, and a re-run takes the key over beside it)",
+        "handlers/resumable.py",
+        "    if entered is not None:\n        head +=",
+        "    if entered is not None and False:\n        head +=",
         "resumable and step",
     ),
     Mutant(
@@ -311,7 +320,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "Load believes DescribeExecution's FAILED for a holder that saved a step after its "
         "stopDate (redriven, running again)",
         "handlers/resumable.py",
-        "        return dt.datetime.fromisoformat(saved_at) <= stopped\n",
+        "        return saved <= stopped\n",
         "        return True\n",
         "resumable and step",
     ),

@@ -107,6 +107,13 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "taken for ended (DescribeExecution still FAILED); both ran s3",
     ),
     (
+        lambda: scenarios.ResumableScenario(),
+        "timeout@1,twin@4,switch@7",
+        1,
+        "resumable (step-functions): a run failed at its Load and redriven there took its "
+        "own lease again unseen (the AWS review); a re-run took the key over: both ran s1",
+    ),
+    (
         lambda: scenarios.Etl(Strategy.DETERMINISTIC),
         "twin@0,twin@2",
         1348,

@@ -131,6 +131,24 @@ def test_a_failed_holder_that_saved_after_it_stopped_was_redriven_and_keeps_its_
     assert ops.show("k") == before
 
 
+def test_a_holder_redriven_at_its_load_is_seen_running_again(
+    config: ResumableSettings, ops: Checkpoints
+) -> None:
+    # GIVEN a run whose Load took the key and then failed (its function timed out), and
+    # was redriven there: its Load, run again, takes its own lease again
+    redriven = execution(FAIL_DEFINITION, "FAILED")
+    first = (stop_date(redriven) - dt.timedelta(seconds=5)).isoformat(timespec="milliseconds")
+    resumable.load(config, "k", redriven, NOW, entered=first.replace("+00:00", "Z"))
+    again = (stop_date(redriven) + dt.timedelta(seconds=30)).isoformat(timespec="milliseconds")
+    resumable.load(config, "k", redriven, NOW + 30, entered=again.replace("+00:00", "Z"))
+    # WHEN the key runs again, DescribeExecution still answering FAILED
+    with pytest.raises(KeyInProgress, match="being run by"):
+        resumable.load(config, "k", "exec-2", NOW + 60)
+    # THEN the redriven run keeps the key (taken, both would run its first step)
+    shown = ops.show("k")
+    assert shown is not None and shown["lease"] == redriven
+
+
 def test_a_lease_whose_holder_no_longer_exists_is_taken_over(config: ResumableSettings) -> None:
     gone = "arn:aws:states:us-east-1:123456789012:execution:wf:long-gone"
     resumable.load(config, "k", gone, NOW)

@@ -275,6 +275,31 @@ def test_a_message_listed_in_two_lanes_by_a_stale_index_is_fired_once(
     assert [i for i, _ in sent] == [message_id]
 
 
+def test_a_message_the_lagging_index_hid_from_the_first_read_fires_once_the_second_is_over(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a slot whose first index read misses its only message (the index lags behind
+    # the table), which then shows it
+    slot, [message_id] = due_slot(config, [0.0])
+    real = scheduler_slots.due
+    reads: list[float] = []  # when each lane was read
+
+    def due(*args: Any, **kwargs: Any) -> Any:
+        reads.append(time.time())
+        return real(*args, **kwargs) if time.time() >= slot else iter(())
+
+    monkeypatch.setattr(scheduler_slots, "due", due)
+    # WHEN the slot fires, before its second
+    assert time.time() < slot
+    counts = scheduler_slots.fire(config.table, slot, "e#0")
+    # THEN its second read, once the second was over (not at once), found and fired it,
+    # once: it did not wait for the sweep
+    assert counts["DONE"] == 1 and [i for i, _ in sent] == [message_id]
+    first, second = reads[: len(reads) // 2], reads[len(reads) // 2 :]
+    assert max(first) < slot and min(second) >= slot + 1
+    assert scheduler.get(config, message_id)["status"] == "DONE"  # type: ignore[index]
+
+
 def test_a_delivery_and_a_workers_invoke_are_sent_once_by_the_sdk() -> None:
     # botocore's max_attempts counts retries (1 would be two sends); total_max_attempts sends
     scheduler_slots._client.cache_clear()
