@@ -1,4 +1,5 @@
-"""`python -m exactly_once.ops`: operate a resumable workflow (pattern 4); redrive any DLQ.
+"""`exactly-once` (or `python -m exactly_once.ops`): operate a resumable workflow (pattern
+4); redrive any DLQ; give a scheduler's pending messages their lanes.
 
     python -m exactly_once.ops show    --key K              a key's checkpoint
     python -m exactly_once.ops mark    --key K --step S     mark a step done by hand
@@ -9,7 +10,7 @@
     python -m exactly_once.ops redrive-dlq --queue URL --function NAME   (any component)
                                            [--dry-run]  send dead letters back, once
     python -m exactly_once.ops scheduler-lanes --table T  pending messages into the
-                                           status index's lanes (once, upgrading from 0.2)
+                                           status index's lanes (once, upgrading 0.2 -> 0.3)
 
 The workflow comes from --table and --state-machine (the component's outputs; `redrive`
 reads the machine from the execution's ARN), or from a stack's outputs as JSON (--outputs
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -209,7 +211,27 @@ def _lanes(args: argparse.Namespace) -> dict[str, int]:
         table = _outputs(args.outputs, args.component, {"table", "slotStateMachineArn"})["table"]
     if not table:
         raise CommandError("give --table, or --outputs (a stack's outputs) and --component")
+    _checked("--table", table, TABLE, "a DynamoDB table name")
     return add_lanes(clients(args.endpoint_url, args.region, args.profile), table)
+
+
+# What AWS accepts, checked before any call: a typo is one clear line (exit 2), not an
+# AWS error about something else. An SQS queue URL is <endpoint>/<account>/<queue name>
+# (SQS developer guide, "Amazon SQS queue and message identifiers": a name of up to 80
+# alphanumerics, - and _, .fifo for a FIFO queue); a function is a name, a partial or a
+# full ARN, with an optional version or alias (Lambda API reference, Invoke: FunctionName).
+QUEUE_URL = re.compile(r"^https?://[^/\s]+/\d{12}/[A-Za-z0-9_-]{1,75}(\.fifo|[A-Za-z0-9_-]{0,5})$")
+FUNCTION = re.compile(
+    r"^(arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:function:|\d{12}:function:)?"
+    r"[a-zA-Z0-9_-]{1,64}(:(\$LATEST|[a-zA-Z0-9_-]{1,128}))?$"
+)
+TABLE = re.compile(r"^[a-zA-Z0-9_.-]{3,255}$")  # DynamoDB's table names
+
+
+def _checked(what: str, value: str, pattern: re.Pattern[str], shape: str) -> str:
+    if not pattern.match(value):
+        raise CommandError(f"{what} {value!r} is not {shape}")
+    return value
 
 
 def _dead_letters(args: argparse.Namespace) -> DeadLetters:
@@ -224,6 +246,13 @@ def _dead_letters(args: argparse.Namespace) -> DeadLetters:
             "DLQ has no function: its events went to the API; send them with `aws events "
             "put-events` once its cause is fixed, the mapping template dedups them)"
         )
+    _checked(
+        "--queue",
+        queue,
+        QUEUE_URL,
+        "an SQS queue URL (https://sqs.REGION.amazonaws.com/ACCOUNT/NAME)",
+    )
+    _checked("--function", function, FUNCTION, "a Lambda function's name or ARN")
     return DeadLetters(queue, function, clients(args.endpoint_url, args.region, args.profile))
 
 
@@ -236,6 +265,7 @@ def _workflow(args: argparse.Namespace) -> Checkpoints:
         table, machine = table or workflow["table"], machine or workflow["stateMachineArn"]
     if not (table and machine):
         raise CommandError("give --table and --state-machine, or --outputs (a stack's outputs)")
+    _checked("--table", table, TABLE, "a DynamoDB table name")
     try:
         return Checkpoints(table, machine, args.endpoint_url, args.region, args.profile)
     except ValueError as exc:
@@ -305,6 +335,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(json.dumps(result, indent=2, default=str))
     return 0
+
+
+def console() -> None:
+    """The `exactly-once` command (the wheel's console script): the same as `python -m
+    exactly_once.ops`."""
+    sys.exit(main())
 
 
 if __name__ == "__main__":

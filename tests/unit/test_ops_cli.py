@@ -113,8 +113,10 @@ def test_the_workflow_can_come_from_a_stacks_outputs(
 def test_a_state_machine_that_is_no_arn_is_named_and_redrive_needs_no_machine(
     workflow: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["show", "--key", "k", "--table", "t", "--state-machine", "orders"]) == 2
+    assert main(["show", "--key", "k", "--table", "orders", "--state-machine", "orders"]) == 2
     assert "'orders' is not a state machine ARN" in capsys.readouterr().err
+    assert main(["show", "--key", "k", "--table", "t", "--state-machine", workflow[3]]) == 2
+    assert "--table 't' is not a DynamoDB table name" in capsys.readouterr().err
     execution = workflow[3].replace(":stateMachine:", ":execution:") + ":k"
     # the machine is the execution's: only the table is needed (for the lease check), and
     # the command gets as far as asking for the execution
@@ -207,3 +209,39 @@ def test_a_redrive_is_refused_once_another_run_took_the_key_over_or_completed_it
     )
     assert workflow_ops.redrive(a) == {"redriveDate": "now"}
     assert redriven == [a]
+
+
+def test_a_queue_url_or_function_that_is_not_one_is_refused_before_any_call(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # (no AWS behind it: a command that reached AWS would fail otherwise, exit 1)
+    url = "https://sqs.us-east-1.amazonaws.com/123456789012/orders-dlq"
+    endpoint = ["--endpoint-url", "http://127.0.0.1:9", "--region", "us-east-1"]
+    for queue, function, wrong in (
+        ("orders-dlq", "orders-starter", "--queue 'orders-dlq' is not an SQS queue URL"),
+        (url, "arn:aws:sqs:us-east-1:1:x", "is not a Lambda function's name or ARN"),
+        (url, "orders starter", "is not a Lambda function's name or ARN"),
+    ):
+        args = ["redrive-dlq", "--queue", queue, "--function", function, *endpoint]
+        assert main(args) == 2, queue
+        assert wrong in capsys.readouterr().err
+    # a FIFO queue, LocalStack's URLs, a qualified ARN: taken (then the endpoint refuses)
+    for queue, function in (
+        (url.replace("orders-dlq", "orders-dlq.fifo"), "orders-starter"),
+        ("http://localhost:4566/000000000000/orders-dlq", "orders-starter:live"),
+        (url, "arn:aws:lambda:us-east-1:123456789012:function:orders-starter:7"),
+    ):
+        args = ["redrive-dlq", "--queue", queue, "--function", function, *endpoint]
+        assert main(args) == 1, (queue, function)
+        assert "is not" not in capsys.readouterr().err
+
+
+def test_the_wheel_names_its_console_script() -> None:
+    import tomllib
+    from pathlib import Path
+
+    from exactly_once.ops.__main__ import console
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["exactly-once"] == "exactly_once.ops.__main__:console"
+    assert callable(console)
