@@ -34,7 +34,7 @@ from exactly_once.components.monitoring import (
     Watch,
     Watched,
 )
-from exactly_once.components.rest_api import api_key, fingerprint
+from exactly_once.components.rest_api import api_key, fingerprint, stage_name
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
     StateMachineType,
@@ -106,6 +106,7 @@ class ApiGatewayStarterArgs:
         require_standard(self.state_machine_type, "ApiGatewayStarter")
         require_target(self.state_machine_arn, self.definition, "ApiGatewayStarter")
         api_templates.key_expression(self.key_source)  # raises on a bad key source
+        stage_name(self.stage_name)
         if self.bucket_name is not None and not self.key_source.startswith("$."):
             raise ValueError("bucket_name forwards S3 events: key_source must be a body path")
 

@@ -155,11 +155,19 @@ class IdempotentEtlArgs:
         source = Path(self.transform_source)
         if not source.is_dir():
             raise ValueError(f"transform_source {str(source.resolve())!r} is not a folder")
-        module = source.joinpath(*self.transform.partition(":")[0].split("."))
-        if not (module.with_suffix(".py").is_file() or (module / "__init__.py").is_file()):
+        module_name, _, function = self.transform.partition(":")
+        module = source.joinpath(*module_name.split("."))
+        file = module.with_suffix(".py") if module.with_suffix(".py").is_file() else None
+        file = file or (module / "__init__.py" if (module / "__init__.py").is_file() else None)
+        if file is None:
             raise ValueError(
                 f"transform {self.transform!r}: no {module.relative_to(source)}.py "
                 f"(or package) in transform_source {str(source)!r}"
+            )
+        if not _may_define(file, function):
+            raise ValueError(
+                f"transform {self.transform!r}: {file.relative_to(source)} defines no "
+                f"{function!r} (the function fails its first event otherwise)"
             )
         if (source / "exactly_once").exists():
             raise ValueError(
@@ -385,3 +393,33 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
         partition = aws.get_partition_output(opts=pulumi.InvokeOptions(parent=self)).partition
         name = pulumi.Output.from_input(existing)
         return name, pulumi.Output.all(partition, name).apply(lambda v: f"arn:{v[0]}:s3:::{v[1]}")
+
+
+def _may_define(file: Path, name: str) -> bool:
+    """Whether the module in `file` may have a top-level `name`, read statically: a def, a
+    class, an assignment or an import of it; a module that builds names at run time (a
+    star import, a module __getattr__, globals()) is given the benefit of the doubt."""
+    import ast
+
+    try:
+        tree = ast.parse(file.read_text(), str(file))
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        raise ValueError(f"transform module {file.name} does not parse: {exc}") from None
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any(alias.name == "*" for alias in node.names):
+                return True
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(
+                t.id for target in targets for t in ast.walk(target) if isinstance(t, ast.Name)
+            )
+    if "__getattr__" in names or "globals" in {
+        n.id for n in ast.walk(tree) if isinstance(n, ast.Name)
+    }:
+        return True
+    return name in names

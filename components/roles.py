@@ -4,8 +4,14 @@ component creates gets the caller's permissions boundary and path."""
 # No `from __future__ import annotations`: the Pulumi package analyzer reads these
 # annotations as types (docs/pulumi-package.md).
 import dataclasses
+import re
 
 import pulumi
+
+# IAM API reference: PutRolePermissionsBoundary (a managed policy's ARN) and CreateRole's
+# Path ("(\u002F)|(\u002F[\u0021-\u007E]+\u002F)", up to 512 characters).
+_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[\x21-\x7e]+$")
+_PATH = re.compile(r"^(/|/[\x21-\x7e]{1,510}/)$")
 
 
 @dataclasses.dataclass
@@ -16,6 +22,22 @@ class RoleOptions:
     """The ARN of a managed policy set as every created role's permissions boundary."""
     path: str | None = None
     """The path of every created role (e.g. /service/exactly-once/); default /."""
+
+    def __post_init__(self) -> None:
+        self.validate()  # bad args fail where they are written, with the reason
+
+    def validate(self) -> None:
+        boundary = self.permissions_boundary
+        if isinstance(boundary, str) and not _POLICY_ARN.match(boundary):
+            raise ValueError(
+                f"permissions_boundary {boundary!r} is not a managed policy's ARN "
+                "(arn:aws:iam::ACCOUNT:policy/NAME, or arn:aws:iam::aws:policy/NAME)"
+            )
+        if self.path is not None and not _PATH.match(self.path):
+            raise ValueError(
+                f"path {self.path!r}: IAM takes / or /segments/ (letters, digits and "
+                "punctuation, starting and ending with /, up to 512 characters)"
+            )
 
 
 @dataclasses.dataclass

@@ -44,7 +44,7 @@ from exactly_once.components.monitoring import (
     Watched,
     metrics_environment,
 )
-from exactly_once.components.rest_api import api_key, fingerprint
+from exactly_once.components.rest_api import api_key, fingerprint, stage_name
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import index
@@ -395,6 +395,11 @@ class SchedulerArgs:
             raise ValueError(
                 f"late_tolerance_seconds must be 0 or more, not {self.late_tolerance_seconds}"
             )
+        if self.sweep_period_minutes < 1:  # EventBridge's rate() takes a positive integer
+            raise ValueError(
+                f"sweep_period_minutes must be 1 or more, not {self.sweep_period_minutes}"
+            )
+        stage_name(self.stage_name)
         if self.window_minutes < self.sweep_period_minutes:
             raise ValueError(
                 f"window_minutes ({self.window_minutes}) must be at least sweep_period_minutes "
@@ -562,13 +567,14 @@ class Scheduler(Watched, pulumi.ComponentResource):
         only invoke the slot function."""
         table = self.table
 
-        def grant(arn: pulumi.Output[str]) -> Any:  # a statement, once the ARN is known
-            return arn.apply(lambda a: allow([ACTIONS[kind_of(a, "a channel's target")]], [a]))
+        def grant(channel: str, arn: pulumi.Output[str]) -> Any:  # once the ARN is known
+            target = f"channel {channel!r}'s target"
+            return arn.apply(lambda a: allow([ACTIONS[kind_of(a, target)]], [a]))
 
         statements = [
             allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
             allow(["dynamodb:UpdateItem"], [table.arn]),
-            *[grant(arn) for arn in targets.values()],
+            *[grant(channel, arn) for channel, arn in targets.items()],
         ]
         environment = metrics_environment(name, args.monitoring)
         # A large second's shares: the same code with a whole vCPU (1,769 MB), as each
@@ -607,7 +613,10 @@ class Scheduler(Watched, pulumi.ComponentResource):
         arns = list(targets.values())
 
         def kinds(resolved: list[str]) -> list[TargetKind]:
-            return [kind_of(arn, "a channel's target") for arn in resolved]
+            return [
+                kind_of(arn, f"channel {channel!r}'s target")
+                for channel, arn in zip(targets, resolved, strict=True)
+            ]
 
         def definition(values: list[str]) -> str:
             table_name, clock_arn, *resolved = values

@@ -141,7 +141,15 @@ def task_statements(definition: str | dict[str, Any]) -> list[dict[str, Any]]:
     Tasks name. A Task we cannot grant from the definition alone (a target chosen at run
     time, `.sync` or callback patterns, an integration not listed) is refused with the
     reason: give `state_machine_arn` (a machine with a role of your own) instead."""
-    document = json.loads(definition) if isinstance(definition, str) else definition
+    try:
+        document = json.loads(definition) if isinstance(definition, str) else definition
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"definition is not JSON (Amazon States Language): {exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno}"
+        ) from None
+    if not isinstance(document, dict) or "States" not in document:
+        raise ValueError("definition must be a state machine (a JSON object with States)")
     grants: dict[str, list[str]] = {}
     for name, state in _states(document):
         if state.get("Type") != "Task":

@@ -176,6 +176,8 @@ def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
     [
         ({"transform": "etl_transforms.csv_jsonl"}, "'package.module:function'"),
         ({"transform": "etl_transforms.absent:transform"}, "no etl_transforms/absent.py"),
+        # a function the module does not define: its first event would fail (SettingsError)
+        ({"transform": "etl_transforms.csv_jsonl:transfrom"}, "defines no 'transfrom'"),
         ({"transform_source": "examples/nowhere"}, "is not a folder"),
         ({"transform_source": "<a copy of the package>"}, "'exactly_once' folder"),
         ({"transform_environment": {"OUTPUT_BUCKET": "x"}}, "may not set"),
@@ -193,6 +195,14 @@ def test_a_transform_that_cannot_be_run_is_refused_with_the_reason(
         changes = {"transform_source": str(tmp_path), "transform": "team:transform"}
     with pytest.raises(ValueError, match=message):
         IdempotentEtlArgs(**changes)
+
+
+def test_a_transform_imported_assigned_or_built_at_run_time_is_taken(tmp_path: Path) -> None:
+    (tmp_path / "by_import.py").write_text("from json import dumps as transform\n")
+    (tmp_path / "by_assignment.py").write_text("transform = lambda source, obj: iter(())\n")
+    (tmp_path / "by_getattr.py").write_text("def __getattr__(name):\n    return print\n")
+    for module in ("by_import", "by_assignment", "by_getattr"):
+        IdempotentEtlArgs(transform=f"{module}:transform", transform_source=str(tmp_path))
 
 
 def test_a_transform_source_with_its_own_handlers_package_is_bundled_beside_ours(
