@@ -133,6 +133,13 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "explorer: a timeout of a worker nobody waited for (its answer lost) moved the "
         "clock to its deadline, no fault recorded: the slot's retry fired 846 s late",
     ),
+    (
+        slots,
+        "dup@15,timeout@24,switch@28",
+        940,
+        "explorer: a timeout elsewhere moved the one clock past a slot restart's deadline; "
+        "its ClaimsFailed (claims given back in time) was judged a failure with no fault",
+    ),
 ]
 
 

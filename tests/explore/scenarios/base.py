@@ -156,13 +156,18 @@ def faulted(world: World, process: str, kinds: tuple[str, ...] = ()) -> list[Cal
 
 
 def unexcused_failures(
-    world: World, deliveries: list[Delivery], waits: tuple[str, ...] = ()
+    world: World,
+    deliveries: list[Delivery],
+    waits: tuple[str, ...] = (),
+    out_of_time: tuple[str, ...] = (),
 ) -> list[str]:
     """Good work fails only for a reason: every failed attempt of every delivery had a
     fault in it; or it reached its timeout while others ran (a twin, a switch, a timeout
-    elsewhere moved the clock on); or it failed with an error the design makes a
-    concurrent duplicate wait with (`waits`, e.g. a lock held), while another run
-    overlapped it."""
+    elsewhere moved the clock on), or gave up short of it (`out_of_time`: the error the
+    design fails with when too little of its time is left); or it failed with an error
+    the design makes a concurrent duplicate wait with (`waits`, e.g. a lock held), while
+    another run overlapped it. (The explorer has one clock: a timeout anywhere moves it
+    to that invocation's deadline, and every process alive then loses that time.)"""
     from tests.explore.lambdas import DIED
 
     # Time jumps only where something ran beside (a twin, a switch) or a timeout came: an
@@ -182,6 +187,8 @@ def unexcused_failures(
                 for process in descendants(world, attempt)
             ):
                 continue  # it, or an invocation it waited for, reached its timeout
+            if paused and failure.error_type in out_of_time:
+                continue  # it gave up as its time ran short, the clock moved on under it
             if failure.error_type in waits and overlapped(world, attempt):
                 continue
             found.append(

@@ -398,7 +398,10 @@ class SchedulerScenario(Scenario):
                     if late > ON_TIME_SECONDS:
                         found.append(f"fired {late:.0f}s late, with no fault to delay it")
                 violations += [f"{message_id[:8]}: {v}" for v in found]
-            return violations + unexcused_failures(world, self.deliveries_of(attempts))
+            # ClaimsFailed: claims not sent in time, given back for the retry
+            out_of_time = ("ClaimsFailed",)
+            deliveries = self.deliveries_of(attempts)
+            return violations + unexcused_failures(world, deliveries, out_of_time=out_of_time)
 
         return verdict
 
