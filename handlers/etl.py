@@ -56,7 +56,7 @@ from exactly_once.handlers.errors import (
     aws_code,
     object_missing,
 )
-from exactly_once.handlers.runtime import client, dead_letter, log
+from exactly_once.handlers.runtime import client, dead_letter, lambda_handler, log
 from exactly_once.handlers.s3_events import ObjectRef, object_refs
 from exactly_once.handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
 from exactly_once.handlers.s3_read import open_version
@@ -541,6 +541,7 @@ def load_transform(reference: str) -> Transform:
     return typing.cast(Transform, found)
 
 
+@lambda_handler
 def handler(event: Any, context: Any) -> dict[str, Any]:
     """The component's function: its settings and transform, from its environment."""
     transform = load_transform(TransformSettings.current().transform)

@@ -30,7 +30,7 @@ from typing import Any
 from exactly_once.handlers import metrics
 from exactly_once.handlers.checkpoints import EMPTY, SAVED_AT, attribute
 from exactly_once.handlers.errors import ClientError, aws_code
-from exactly_once.handlers.runtime import client, log
+from exactly_once.handlers.runtime import client, correlate, lambda_handler, log
 from exactly_once.handlers.settings import Settings
 
 # What DescribeExecution (a state machine's run) or GetDurableExecution (a durable
@@ -76,9 +76,11 @@ class LeaseLost(Exception):
     """The lease was taken from this execution while it ran (a checkpoint cleared by hand)."""
 
 
+@lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     config = ResumableSettings.current()
     key, execution = str(event["key"]), str(event["execution"])
+    correlate(key)
     if event["action"] == "load":
         return load(config, key, execution, entered=event.get("entered"))
     if event["action"] == "finish":

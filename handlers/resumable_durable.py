@@ -50,7 +50,7 @@ from exactly_once.handlers.resumable import (
     ResumableDurableSettings,
     ResumableSettings,
 )
-from exactly_once.handlers.runtime import client, log
+from exactly_once.handlers.runtime import client, lambda_handler, log
 
 
 class StepFailed(Exception):
@@ -180,6 +180,7 @@ def _finish(step: StepContext, config: ResumableSettings, key: str, me: str) -> 
     return resumable.finish(config, key, me)
 
 
+@lambda_handler
 @durable_execution
 def handler(event: dict[str, Any], context: DurableContext) -> dict[str, Any]:
     config = ResumableDurableSettings.current()

@@ -36,16 +36,70 @@ def client(service: str) -> Any:
     return boto3.client(service, config=retries)  # type: ignore[call-overload]
 
 
+# Logs a Powertools for AWS Lambda user reads without learning: every line has its
+# Logger's keys (level, location, message, timestamp, service, cold_start, function_name,
+# function_memory_size, function_arn, function_request_id, xray_trace_id, and
+# correlation_id once set), the timestamp in ISO 8601 to the millisecond. The keys, not
+# the library: importing Powertools' Logger and Metrics took 32-64 ms of a cold start
+# here, and 1 MB of every function's zip, against 1-4 ms for this module and metrics.py.
+_INVOCATION: dict[str, Any] = {}  # this sandbox's invocation (Lambda runs one at a time)
+_COLD = [True]
+
+
+def lambda_handler(handler: Any) -> Any:
+    """A Lambda entry point's decorator: its invocation's fields on every log line."""
+
+    @functools.wraps(handler)
+    def invoked(event: Any, context: Any) -> Any:
+        invocation(context)
+        return handler(event, context)
+
+    return invoked
+
+
+def invocation(context: Any) -> None:
+    """An invocation begins: what every line of its logs says about it."""
+    _INVOCATION.clear()
+    _INVOCATION.update(
+        cold_start=_COLD[0],
+        function_name=getattr(context, "function_name", None)
+        or os.environ.get("AWS_LAMBDA_FUNCTION_NAME"),
+        function_memory_size=getattr(context, "memory_limit_in_mb", None),
+        function_arn=getattr(context, "invoked_function_arn", None),
+        function_request_id=getattr(context, "aws_request_id", None),
+    )
+    _COLD[0] = False
+
+
+def correlate(correlation_id: str | None) -> None:
+    """The business key (a key, a message id) the invocation's lines are about."""
+    _INVOCATION["correlation_id"] = correlation_id
+
+
 def log(level: str, message: str, **fields: Any) -> None:
-    """One JSON object per line, as CloudWatch Logs Insights and Powertools expect."""
+    """One JSON object per line, as CloudWatch Logs Insights and Powertools read them."""
     threshold = _LEVELS.get(os.environ.get("LOG_LEVEL", "INFO").upper(), 20)
     if _LEVELS.get(level, 20) < threshold:
         return
+    caller = sys._getframe(1)
+    now = time.time()
+    trace = os.environ.get("_X_AMZN_TRACE_ID", "")
     record = {
         "level": level,
+        "location": f"{caller.f_code.co_name}:{caller.f_lineno}",
         "message": message,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
-        "function": os.environ.get("AWS_LAMBDA_FUNCTION_NAME"),
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
+        + f".{int(now * 1000) % 1000:03d}Z",
+        "service": os.environ.get("POWERTOOLS_SERVICE_NAME")
+        or os.environ.get("METRICS_COMPONENT")
+        or "exactly-once",
+        "cold_start": None,
+        "function_name": os.environ.get("AWS_LAMBDA_FUNCTION_NAME"),
+        "function_memory_size": None,
+        "function_arn": None,
+        "function_request_id": None,
+        **_INVOCATION,
+        "xray_trace_id": trace.split(";")[0].replace("Root=", "") or None,
         **fields,
     }
     sys.stdout.write(json.dumps(record, default=str) + "\n")

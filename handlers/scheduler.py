@@ -31,7 +31,7 @@ from exactly_once.handlers import metrics
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
-from exactly_once.handlers.runtime import client, log, request_id
+from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler_index import ENDED, STATUS_INDEX, due, lane, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import address, kind_of
@@ -483,6 +483,7 @@ def _end_of(execution_arn: str) -> tuple[str, str]:
     return status, ""
 
 
+@lambda_handler
 def sweep_handler(event: Any, context: Any) -> dict[str, int]:
     return sweep(SchedulerSettings.current(), context=context)
 
@@ -591,6 +592,7 @@ def _stop(arn: str) -> None:
             raise
 
 
+@lambda_handler
 def stream_handler(event: Any, context: Any) -> dict[str, Any]:
     return start_records(SchedulerSettings.current(), event, context)
 

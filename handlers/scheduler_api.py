@@ -22,7 +22,7 @@ from typing import Any
 
 from exactly_once.handlers import metrics, scheduler
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
-from exactly_once.handlers.runtime import log
+from exactly_once.handlers.runtime import lambda_handler, log
 
 
 def respond(status: int, body: Any) -> dict[str, Any]:
@@ -125,6 +125,7 @@ def _failed(entry_id: str, code: str, message: str, sender: bool) -> dict[str, A
     return {"id": entry_id, "code": code, "message": message, "senderFault": sender}
 
 
+@lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return serve(event, scheduler.SchedulerSettings.current(), context)
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from exactly_once.handlers import scheduler_index
 from exactly_once.handlers.errors import ClientError, aws_code
-from exactly_once.handlers.runtime import log
+from exactly_once.handlers.runtime import lambda_handler, log
 from exactly_once.handlers.scheduler_index import due, lane, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import FIFO, TargetKind, address, kind_of
@@ -642,6 +642,7 @@ def _invoker(function_arn: str) -> Invoke:
     return invoke
 
 
+@lambda_handler
 def handler(event: Any, context: Any) -> dict[str, Any]:
     """The slot's state machine invokes it with {slot, execution, retry}; the slot invokes
     a worker with {slot, claimant, shard, of, retry, until}. Each invocation claims as

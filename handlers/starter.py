@@ -30,7 +30,7 @@ from exactly_once.handlers.executions import (
 )
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.names import key_hash
-from exactly_once.handlers.runtime import dead_letter, log, request_id
+from exactly_once.handlers.runtime import correlate, dead_letter, lambda_handler, log, request_id
 from exactly_once.handlers.settings import Settings
 
 
@@ -47,6 +47,7 @@ class StarterSettings(Settings):
         return key_extractor(self.key_strategy)
 
 
+@lambda_handler
 def handler(event: Any, context: Any) -> dict[str, Any]:
     try:
         result = start(event, context, StarterSettings.current())
@@ -73,6 +74,7 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     except BadEvent as exc:
         dead_letter(event, str(exc), event_id=event_id, context=context)
         return {"status": "REJECTED", "reason": str(exc)}
+    correlate(key)
     reason = unusable(config.backend, config.target_arn)
     if reason is not None:
         # Every event waits in the DLQ, with the reason, to be redriven once it is fixed.

@@ -1,0 +1,78 @@
+"""The functions' log lines carry the keys Powertools for AWS Lambda's Logger writes, so a
+team that reads Powertools logs (Logs Insights queries, dashboards, filters) reads ours
+without learning: compared with a line its Logger writes for the same invocation."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from contextlib import redirect_stdout
+from typing import Any
+
+import pytest
+
+from exactly_once.handlers import runtime
+
+
+class Context:
+    function_name = "orders-starter"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:orders-starter"
+    aws_request_id = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+
+@pytest.fixture
+def lambda_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", Context.function_name)
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", "Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "orders")
+    monkeypatch.setenv("LOG_LEVEL", "INFO")
+
+
+def powertools_line() -> dict[str, Any]:
+    from aws_lambda_powertools import Logger
+
+    stream = io.StringIO()
+    logger = Logger(service="orders", logger_handler=logging.StreamHandler(stream))
+
+    @logger.inject_lambda_context(correlation_id_path="detail.key")
+    def handler(event: Any, context: Any) -> None:
+        logger.info("started")
+
+    handler({"detail": {"key": "order-7"}}, Context())
+    return dict(json.loads(stream.getvalue().splitlines()[-1]))
+
+
+def our_line() -> dict[str, Any]:
+    stream = io.StringIO()
+
+    @runtime.lambda_handler
+    def handler(event: Any, context: Any) -> None:
+        runtime.correlate(event["detail"]["key"])
+        runtime.log("INFO", "started")
+
+    with redirect_stdout(stream):
+        handler({"detail": {"key": "order-7"}}, Context())
+    return dict(json.loads(stream.getvalue().splitlines()[-1]))
+
+
+def test_a_log_line_has_every_key_of_a_powertools_line_with_the_same_values(
+    lambda_environment: None,
+) -> None:
+    theirs, ours = powertools_line(), our_line()
+    assert set(theirs) <= set(ours), f"missing: {sorted(set(theirs) - set(ours))}"
+    same = ("level", "message", "service", "function_name", "function_memory_size")
+    same += ("function_arn", "function_request_id", "xray_trace_id", "correlation_id")
+    assert {k: ours[k] for k in same} == {k: theirs[k] for k in same}
+    assert isinstance(ours["cold_start"], bool) and ours["location"].startswith("handler:")
+    # ISO 8601, UTC, to the millisecond
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", ours["timestamp"])
+
+
+def test_only_the_first_invocation_of_a_sandbox_is_a_cold_start(lambda_environment: None) -> None:
+    runtime._COLD[0] = True
+    first, second = our_line(), our_line()
+    assert (first["cold_start"], second["cold_start"]) == (True, False)
+    assert "correlation_id" in second  # set by the handler, per invocation
