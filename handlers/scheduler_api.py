@@ -4,8 +4,9 @@
                             (Idempotency-Key header: a retry returns the same message, 200)
     POST   /messages/batch  {entries: [{id, idempotencyKey, publishTime, channel,
                             parameters}], 1 to 100}  -> 200 {successful: [{id, created,
-                            message}], failed: [{id, code, message, senderFault}]}, as SQS's
-                            batch calls answer: each entry on its own, by its own key
+                            message (without its parameters)}], failed: [{id, code,
+                            message, senderFault}]}, as SQS's batch calls answer: each
+                            entry on its own, by its own key
     GET    /messages/{id}   -> 200 the message | 404
     DELETE /messages/{id}   -> 200 cancelled | 404 | 409 already firing or done
 Bad input -> 400 {"message": <why>}; nothing is stored. A publish time is judged against
@@ -93,7 +94,10 @@ def register_batch(
             return _failed(entry["id"], "IdempotencyKeyConflict", str(exc), sender=True)
         except ClientError as exc:
             return _failed(entry["id"], aws_code(exc), "retry this entry", sender=False)
-        return {"id": entry["id"], "created": created, "message": public(message)}
+        # The message without its parameters: the caller sent them, and echoing a batch's
+        # parameters back made its answer as large as the request.
+        brief = {k: v for k, v in public(message).items() if k != "parameters"}
+        return {"id": entry["id"], "created": created, "message": brief}
 
     # Entries sharing a key go in batch order (the first one's content is the message, a
     # later different one a conflict); different keys go side by side.

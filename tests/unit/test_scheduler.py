@@ -205,6 +205,9 @@ def test_a_batch_registers_each_entry_by_its_own_key_and_answers_each(
     assert set(ok) == {"a", "a-again", "b"} and set(failed) == {"bad", "clash"}
     assert ok["a"]["message"]["id"] == ok["a-again"]["message"]["id"]
     assert (ok["a"]["created"], ok["a-again"]["created"]) == (True, False)  # batch order
+    # each answered with its id and status, not its parameters back
+    assert ok["b"]["message"]["status"] in ("RESERVED", "STANDBY")
+    assert "parameters" not in ok["b"]["message"]
     assert failed["bad"]["code"] == "InvalidMessage" and failed["bad"]["senderFault"]
     assert "unknown channel" in failed["bad"]["message"]
     assert failed["clash"]["code"] == "IdempotencyKeyConflict"
