@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import inspect
 import json
 import types
 from collections.abc import Callable, Iterator
@@ -291,7 +292,8 @@ class ResumableDurableScenario(Scenario):
 
         for name in STEPS:
             world.lambdas.register(ARN.format("lambda", f"function:{name}"), step(name))
-        handler = resumable_durable.handler.__wrapped__  # the SDK's wrapper is the runtime's
+        # the function itself: the SDK's wrapper (and our log decorator) are the runtime's
+        handler = inspect.unwrap(resumable_durable.handler)
         durable = world.lambdas.register(function, lambda event, context: handler(*event))
 
         def execute(name: str) -> str:
