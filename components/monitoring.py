@@ -9,9 +9,11 @@ metrics for Amazon SQS"). An alarm on a count of events (failures, 5xx answers) 
 missing data as not breaching: no event is nothing wrong. An alarm on a level that stays
 until someone acts (a DLQ's depth, messages overdue) keeps its state while data is
 missing (`ignore`: "The current alarm state is maintained", CloudWatch user guide,
-"Configuring how CloudWatch alarms treat missing data"): SQS stops sending a queue's
-metrics after six hours without activity, and the sweep reports Overdue once per run, so
-either went OK (and told the OK action) while the messages still waited.
+"Configuring how CloudWatch alarms treat missing data"): SQS reports a queue's metrics
+only while it is active ("CloudWatch considers a queue to be active for up to six hours if
+it contains any messages or if any action accesses it", SQS developer guide), and the
+sweep reports Overdue once per run, so either went OK (and told the OK action) while the
+messages still waited.
 docs/operations.md lists every metric and alarm.
 """
 

@@ -92,14 +92,7 @@ def definition(
             "Resource": "arn:aws:states:::lambda:invoke",
             "Parameters": {
                 "FunctionName": checkpoint_arn,
-                "Payload": {
-                    "action": action,
-                    "key.$": key_text,
-                    "execution.$": "$$.Execution.Id",
-                    # when this state began: Load's claim records it as saved_at, so a run
-                    # redriven at its Load (re-taking its own lease) is seen running again
-                    "entered.$": "$$.State.EnteredTime",
-                },
+                "Payload": {"action": action, "key.$": key_text, "execution.$": "$$.Execution.Id"},
             },
             # Only the invoke's own transient errors: KeyInProgress and LeaseLost fail the run.
             "Retry": [LAMBDA_RETRY],

@@ -82,7 +82,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     key, execution = str(event["key"]), str(event["execution"])
     correlate(key)
     if event["action"] == "load":
-        return load(config, key, execution, entered=event.get("entered"))
+        return load(config, key, execution)
     if event["action"] == "finish":
         return finish(config, key, execution)
     raise ValueError(f"unknown action {event['action']!r}")
@@ -123,17 +123,17 @@ def _claim(
     execution: str,
     now: int,
     condition: str,
-    entered: str | None = None,
     **values: Any,
 ) -> dict[str, Any] | None:
     """Take the lease if `condition` holds; the item after, or None if it did not hold.
-    `entered`: when the claiming state began (a state machine's Load), kept as saved_at."""
+    The claim is the claimant's write too: saved_at is now, by this function's clock (a
+    run redriven at its Load re-takes its own lease, and is then seen running again; the
+    Load state's $$.State.EnteredTime is not documented to be the redrive's)."""
     head = (
         "SET lease = :me, expires_at = :ttl, first_execution = if_not_exists(first_execution, :me)"
+        f", {SAVED_AT} = :stamped"
     )
-    if entered is not None:
-        head += f", {SAVED_AT} = :entered"
-        values[":entered"] = {"S": entered}
+    values[":stamped"] = {"S": _iso(time.time())}
     pieces = [f"{attribute(s)} = if_not_exists({attribute(s)}, :empty)" for s in config.steps]
     first, *rest = _batches(head, pieces)
     ddb = client("dynamodb")
@@ -205,6 +205,11 @@ def _holder_ended(holder: str, saved_at: str | None) -> bool:
     return True
 
 
+def _iso(epoch: float) -> str:
+    """As Step Functions writes $$.State.EnteredTime: ISO 8601, UTC, milliseconds, Z."""
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
 def _instant(text: str | None) -> dt.datetime | None:
     """saved_at as an aware datetime ($$.State.EnteredTime: ISO 8601, UTC, 'Z'); None if
     absent or not such a time (written by hand, say): then only the status counts."""
@@ -224,10 +229,8 @@ def load(
     key: str,
     execution: str,
     now: int | None = None,
-    entered: str | None = None,
 ) -> dict[str, Any]:
-    """Take `key`'s lease for `execution` and return every step's entry (see the module).
-    `entered`: when the state machine's Load state began ($$.State.EnteredTime)."""
+    """Take `key`'s lease for `execution` and return every step's entry (see the module)."""
     now = int(time.time()) if now is None else now
     ddb = client("dynamodb")
     for _ in range(ATTEMPTS):
@@ -236,7 +239,7 @@ def load(
             "(attribute_not_exists(lease) OR lease = :me) AND attribute_not_exists(completed_at)"
             " AND (attribute_not_exists(expires_at) OR expires_at > :now)"
         )
-        item = _claim(config, key, execution, now, free, entered, **{":now": {"N": str(now)}})
+        item = _claim(config, key, execution, now, free, **{":now": {"N": str(now)}})
         if item is not None:
             metrics.emit(PATTERN, {"key": key}, RunsStarted=1)
             return entries(config, item)
@@ -273,9 +276,7 @@ def load(
         values: dict[str, Any] = {":holder": {"S": holder}}
         if saved_at is not None:
             unchanged, values[":seen"] = f"{SAVED_AT} = :seen", {"S": saved_at}
-        taken = _claim(
-            config, key, execution, now, f"lease = :holder AND {unchanged}", entered, **values
-        )
+        taken = _claim(config, key, execution, now, f"lease = :holder AND {unchanged}", **values)
         if taken is not None:
             log("INFO", "lease taken over from an ended run", key=key, previous=holder)
             metrics.emit(PATTERN, {"key": key}, RunsStarted=1)

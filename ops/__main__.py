@@ -220,16 +220,21 @@ def _lanes(args: argparse.Namespace) -> dict[str, int]:
 # (SQS developer guide, "Amazon SQS queue and message identifiers": a name of up to 80
 # alphanumerics, - and _, .fifo for a FIFO queue); a function is a name, a partial or a
 # full ARN, with an optional version or alias (Lambda API reference, Invoke: FunctionName).
-QUEUE_URL = re.compile(r"^https?://[^/\s]+/\d{12}/[A-Za-z0-9_-]{1,75}(\.fifo|[A-Za-z0-9_-]{0,5})$")
-FUNCTION = re.compile(
-    r"^(arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:function:|\d{12}:function:)?"
-    r"[a-zA-Z0-9_-]{1,64}(:(\$LATEST|[a-zA-Z0-9_-]{1,128}))?$"
+QUEUE_URL = re.compile(  # (and an emulator's: LocalStack's path style, ElasticMQ's)
+    r"https?://[^/\s]+(/[^/\s]+)*/[A-Za-z0-9_-]{1,75}(\.fifo|[A-Za-z0-9_-]{0,5})"
 )
-TABLE = re.compile(r"^[a-zA-Z0-9_.-]{3,255}$")  # DynamoDB's table names
+FUNCTION = re.compile(
+    r"(arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:function:|\d{12}:function:)?"
+    r"[a-zA-Z0-9_-]{1,64}(:(\$LATEST(\.PUBLISHED)?|[a-zA-Z0-9_-]{1,128}))?"
+)
+# DynamoDB's table names, or a table's ARN (which its API takes as TableName too)
+TABLE = re.compile(
+    r"[a-zA-Z0-9_.-]{3,255}|arn:aws[a-z-]*:dynamodb:[a-z0-9-]+:\d{12}:table/[a-zA-Z0-9_.-]{3,255}"
+)
 
 
 def _checked(what: str, value: str, pattern: re.Pattern[str], shape: str) -> str:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):
         raise CommandError(f"{what} {value!r} is not {shape}")
     return value
 

@@ -38,11 +38,15 @@ from exactly_once.handlers.runtime import REDRIVE
 VISIBILITY_SECONDS = 960
 # Each event is sent once, and waited for as long as the function may run: botocore's
 # defaults (a 60 s read timeout, then retries) sent a slow function's event again while
-# the first invocation still ran. TCP keepalive holds the idle connection open meanwhile:
-# a NAT gateway or load balancer drops a TCP flow idle 350 s (AWS Knowledge Center,
-# "lambda-vpc-timeout": "turn on TCP keepalive ... to reset the idle timeout").
+# the first invocation still ran. TCP keepalive, for a NAT gateway or load balancer that
+# drops a TCP flow idle 350 s (AWS Knowledge Center, "lambda-vpc-timeout"): botocore only
+# turns SO_KEEPALIVE on, so the first probe comes after the OS's idle time (Linux: 7,200 s
+# unless net.ipv4.tcp_keepalive_time is lower): behind such a device, run this where it is
+# under 350 s (docs/operations.md).
 INVOKE = Config(
-    read_timeout=910,  # past Lambda's longest timeout, within VISIBILITY_SECONDS
+    # past Lambda's longest timeout (900 s) plus a cold start's Init (10 s, then retried
+    # within the invocation's own timeout), within VISIBILITY_SECONDS
+    read_timeout=940,
     connect_timeout=10,
     tcp_keepalive=True,
     retries={"total_max_attempts": 1, "mode": "standard"},
@@ -188,6 +192,13 @@ class DeadLetters:
         }
 
     def _send(self, letter: Letter) -> dict[str, Any]:
+        # Hidden for as long as this invoke may take, from now: a batch of ten is received
+        # at once and sent one after another, so the clock of the receive has run on.
+        self.sqs.change_message_visibility(
+            QueueUrl=self.queue_url,
+            ReceiptHandle=letter.receipt,
+            VisibilityTimeout=VISIBILITY_SECONDS,
+        )
         context = base64.b64encode(json.dumps({"custom": {REDRIVE: True}}).encode()).decode()
         answer = self.lam.invoke(
             FunctionName=self.function,

@@ -302,17 +302,18 @@ CATALOGUE: tuple[Mutant, ...] = (
         "Load takes over an ended holder's lease whatever the holder saved since the item "
         "was read (a holder redriven meanwhile runs its next step beside the taker)",
         "handlers/resumable.py",
-        'f"lease = :holder AND {unchanged}", entered, **values',
-        '"lease = :holder", entered, **{":holder": {"S": holder}}',
+        'f"lease = :holder AND {unchanged}", **values',
+        '"lease = :holder", **{":holder": {"S": holder}}',
         "resumable and step",
     ),
     Mutant(
         "resumable-load-unstamped",
-        "Load's claim leaves saved_at as it was (a run redriven at its Load takes its own "
-        "lease again unseen, and a re-run takes the key over beside it)",
+        "Load's claim stamps saved_at with a time that is not the claim's (as a redriven "
+        "Load state's EnteredTime might be: a run redriven at its Load takes its own lease "
+        "again unseen, and a re-run takes the key over beside it)",
         "handlers/resumable.py",
-        "    if entered is not None:\n        head +=",
-        "    if entered is not None and False:\n        head +=",
+        'values[":stamped"] = {"S": _iso(time.time())}',
+        'values[":stamped"] = {"S": _iso(0)}',
         "resumable and step",
     ),
     Mutant(

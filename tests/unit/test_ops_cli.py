@@ -221,6 +221,7 @@ def test_a_queue_url_or_function_that_is_not_one_is_refused_before_any_call(
         ("orders-dlq", "orders-starter", "--queue 'orders-dlq' is not an SQS queue URL"),
         (url, "arn:aws:sqs:us-east-1:1:x", "is not a Lambda function's name or ARN"),
         (url, "orders starter", "is not a Lambda function's name or ARN"),
+        (url + "\n", "orders-starter", "is not an SQS queue URL"),
     ):
         args = ["redrive-dlq", "--queue", queue, "--function", function, *endpoint]
         assert main(args) == 2, queue
@@ -230,6 +231,11 @@ def test_a_queue_url_or_function_that_is_not_one_is_refused_before_any_call(
         (url.replace("orders-dlq", "orders-dlq.fifo"), "orders-starter"),
         ("http://localhost:4566/000000000000/orders-dlq", "orders-starter:live"),
         (url, "arn:aws:lambda:us-east-1:123456789012:function:orders-starter:7"),
+        ("http://localhost:4566/queue/us-east-1/000000000000/orders-dlq", "f:$LATEST.PUBLISHED"),
+        (
+            "http://localhost:9324/queue/orders-dlq",
+            "arn:aws-cn:lambda:cn-north-1:123456789012:function:f",
+        ),
     ):
         args = ["redrive-dlq", "--queue", queue, "--function", function, *endpoint]
         assert main(args) == 1, (queue, function)

@@ -48,6 +48,22 @@ def execution(definition: dict, status: str) -> str:
     raise AssertionError(f"{arn} never became {status}")
 
 
+def load_as_holder(config: ResumableSettings, key: str, arn: str, at: dt.datetime) -> None:
+    """`arn`'s Load, at `at` by the function's clock (a holder's Load precedes its end)."""
+    real = resumable.time
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            return at.timestamp()
+
+    resumable.time = Clock  # type: ignore[assignment]
+    try:
+        resumable.load(config, key, arn, NOW)
+    finally:
+        resumable.time = real
+
+
 def stop_date(arn: str) -> dt.datetime:
     stopped: dt.datetime = runtime.client("stepfunctions").describe_execution(executionArn=arn)[
         "stopDate"
@@ -103,7 +119,7 @@ def test_an_ended_runs_lease_is_taken_over_and_its_done_steps_kept(
 ) -> None:
     # GIVEN a run that did its first step, then failed (or was stopped, or timed out)
     crashed = execution(FAIL_DEFINITION, "FAILED")
-    resumable.load(config, "k", crashed, NOW)
+    load_as_holder(config, "k", crashed, stop_date(crashed) - dt.timedelta(seconds=2))
     save(config, "k", "register", at=stop_date(crashed) - dt.timedelta(seconds=1))
     # WHEN the key runs again
     entries = resumable.load(config, "k", "exec-2", NOW + 60)
@@ -121,7 +137,7 @@ def test_a_failed_holder_that_saved_after_it_stopped_was_redriven_and_keeps_its_
     # and saved a step, while DescribeExecution still answers FAILED (eventually
     # consistent)
     redriven = execution(FAIL_DEFINITION, "FAILED")
-    resumable.load(config, "k", redriven, NOW)
+    load_as_holder(config, "k", redriven, stop_date(redriven) - dt.timedelta(seconds=2))
     save(config, "k", "register", at=stop_date(redriven) + dt.timedelta(seconds=1))
     before = ops.show("k")
     # WHEN the key runs again
@@ -137,10 +153,8 @@ def test_a_holder_redriven_at_its_load_is_seen_running_again(
     # GIVEN a run whose Load took the key and then failed (its function timed out), and
     # was redriven there: its Load, run again, takes its own lease again
     redriven = execution(FAIL_DEFINITION, "FAILED")
-    first = (stop_date(redriven) - dt.timedelta(seconds=5)).isoformat(timespec="milliseconds")
-    resumable.load(config, "k", redriven, NOW, entered=first.replace("+00:00", "Z"))
-    again = (stop_date(redriven) + dt.timedelta(seconds=30)).isoformat(timespec="milliseconds")
-    resumable.load(config, "k", redriven, NOW + 30, entered=again.replace("+00:00", "Z"))
+    load_as_holder(config, "k", redriven, stop_date(redriven) - dt.timedelta(seconds=5))
+    load_as_holder(config, "k", redriven, stop_date(redriven) + dt.timedelta(seconds=30))
     # WHEN the key runs again, DescribeExecution still answering FAILED
     with pytest.raises(KeyInProgress, match="being run by"):
         resumable.load(config, "k", "exec-2", NOW + 60)
@@ -188,7 +202,8 @@ def test_a_completed_key_past_its_retention_runs_afresh(config: ResumableSetting
 
 
 def test_an_abandoned_checkpoint_expires(config: ResumableSettings) -> None:
-    resumable.load(config, "k", execution(FAIL_DEFINITION, "FAILED"), NOW)
+    ended = execution(FAIL_DEFINITION, "FAILED")
+    load_as_holder(config, "k", ended, stop_date(ended) - dt.timedelta(seconds=2))
     save(config, "k", "register")
     # months later the key is reused: the stale checkpoint skips nothing
     assert resumable.load(config, "k", "exec-2", NOW + TTL + 1) == {"register": {}, "charge": {}}

@@ -99,9 +99,7 @@ class ResumableScenario(Scenario):
 
         def checkpoint(payload: dict[str, Any], context: Any) -> Any:
             if payload["action"] == "load":
-                return resumable.load(
-                    config, payload["key"], payload["execution"], entered=payload["entered"]
-                )
+                return resumable.load(config, payload["key"], payload["execution"])
             return resumable.finish(config, payload["key"], payload["execution"])
 
         def step(name: str) -> Callable[[Any, Any], Any]:
