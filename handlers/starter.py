@@ -74,7 +74,7 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
     except BadEvent as exc:
         dead_letter(event, str(exc), event_id=event_id, context=context)
         return {"status": "REJECTED", "reason": str(exc)}
-    correlate(key)
+    correlate(key_hash(key) if config.hide_key else key)  # a hidden key is never logged
     reason = unusable(config.backend, config.target_arn)
     if reason is not None:
         # Every event waits in the DLQ, with the reason, to be redriven once it is fixed.
