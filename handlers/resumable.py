@@ -27,7 +27,7 @@ import json
 import time
 from typing import Any
 
-from exactly_once.handlers import metrics
+from exactly_once.handlers import metrics, timestamps
 from exactly_once.handlers.checkpoints import EMPTY, SAVED_AT, attribute
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import client, correlate, lambda_handler, log
@@ -133,7 +133,7 @@ def _claim(
         "SET lease = :me, expires_at = :ttl, first_execution = if_not_exists(first_execution, :me)"
         f", {SAVED_AT} = :stamped"
     )
-    values[":stamped"] = {"S": _iso(time.time())}
+    values[":stamped"] = {"S": timestamps.iso_ms(time.time())}
     pieces = [f"{attribute(s)} = if_not_exists({attribute(s)}, :empty)" for s in config.steps]
     first, *rest = _batches(head, pieces)
     ddb = client("dynamodb")
@@ -205,23 +205,16 @@ def _holder_ended(holder: str, saved_at: str | None) -> bool:
     return True
 
 
-def _iso(epoch: float) -> str:
-    """As Step Functions writes $$.State.EnteredTime: ISO 8601, UTC, milliseconds, Z."""
-    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
 def _instant(text: str | None) -> dt.datetime | None:
-    """saved_at as an aware datetime ($$.State.EnteredTime: ISO 8601, UTC, 'Z'); None if
-    absent or not such a time (written by hand, say): then only the status counts."""
-    try:
-        instant = dt.datetime.fromisoformat(text) if text else None
-    except ValueError:
-        instant = None
-    if instant is None or instant.tzinfo is None:
-        if text:
-            log("WARNING", "saved_at is not an ISO 8601 time with its offset", saved_at=text)
+    """saved_at as an aware datetime; None if absent or not such a time (written by hand,
+    say): then only the status counts."""
+    if not text:
         return None
-    return instant
+    try:
+        return timestamps.parse(text)
+    except ValueError:
+        log("WARNING", "saved_at is not an ISO 8601 time with its offset", saved_at=text)
+        return None
 
 
 def load(

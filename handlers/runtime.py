@@ -10,6 +10,8 @@ import sys
 import time
 from typing import Any
 
+from exactly_once.handlers import timestamps
+
 
 class LogLevel(enum.StrEnum):
     DEBUG = "DEBUG"
@@ -90,8 +92,7 @@ def log(level: str, message: str, **fields: Any) -> None:
         "level": level,
         "location": f"{caller.f_code.co_name}:{caller.f_lineno}",
         "message": message,
-        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
-        + f".{int(now * 1000) % 1000:03d}Z",
+        "timestamp": timestamps.iso_ms(now),
         "service": os.environ.get("POWERTOOLS_SERVICE_NAME")
         or os.environ.get("METRICS_COMPONENT")
         or "exactly-once",

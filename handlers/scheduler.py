@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
-from exactly_once.handlers import metrics
+from exactly_once.handlers import metrics, timestamps
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
@@ -630,17 +630,12 @@ def _ended_metrics(image: dict[str, Any]) -> None:
         return
     fired = image.get("fired_at", {}).get("S")
     lateness = (
-        {"LatenessMs": round((_epoch(fired) - float(image["publish_at"]["N"])) * 1000)}
+        {"LatenessMs": round((timestamps.epoch(fired) - float(image["publish_at"]["N"])) * 1000)}
         if fired
         else {}
     )
     late = 1 if "late_on_arrival" in image else 0
     metrics.emit(PATTERN, {"message_id": message_id}, Fired=1, Late=late, **lateness)
-
-
-def _epoch(timestamp: str) -> float:
-    """Step Functions' `$$.State.EnteredTime` (ISO 8601, UTC, milliseconds) as epoch seconds."""
-    return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
 
 
 PATTERN = "scheduler"

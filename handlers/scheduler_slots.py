@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.handlers import scheduler_index
+from exactly_once.handlers import scheduler_index, timestamps
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
 from exactly_once.handlers.scheduler_index import due, lane, lanes
@@ -105,12 +105,6 @@ def join_by(slot: int) -> float:
 
 def slot_name(slot: int) -> str:
     return f"{SLOT_PREFIX}{slot}"
-
-
-def _iso(epoch: float) -> str:
-    """As Step Functions writes `$$.State.EnteredTime`: UTC, milliseconds, Z."""
-    moment = dt.datetime.fromtimestamp(epoch, dt.UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def slot_input(slot: int) -> dict[str, Any]:
@@ -482,7 +476,7 @@ def fire_one(
         error = {":failed": {"S": "FAILED"}, ":error": {"S": cause}}
         update = "SET #s = :failed, #e = :error REMOVE lane"
         return recorder.submit(_outcome, "FAILED", table, message_id, me, update, error, deadline)
-    done = {":done": {"S": "DONE"}, ":at": {"S": _iso(time.time())}}
+    done = {":done": {"S": "DONE"}, ":at": {"S": timestamps.iso_ms(time.time())}}
     update = "SET #s = :done, fired_at = :at REMOVE lane"
     return recorder.submit(_outcome, "DONE", table, message_id, me, update, done, deadline)
 

@@ -312,8 +312,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "Load state's EnteredTime might be: a run redriven at its Load takes its own lease "
         "again unseen, and a re-run takes the key over beside it)",
         "handlers/resumable.py",
-        'values[":stamped"] = {"S": _iso(time.time())}',
-        'values[":stamped"] = {"S": _iso(0)}',
+        'values[":stamped"] = {"S": timestamps.iso_ms(time.time())}',
+        'values[":stamped"] = {"S": timestamps.iso_ms(0)}',
         "resumable and step",
     ),
     Mutant(
