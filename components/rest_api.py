@@ -13,12 +13,12 @@ import pulumi_aws as aws
 
 # "Stage names can only contain alphanumeric characters, hyphens, and underscores. Maximum
 # length is 128 characters." (API Gateway API reference, Stage: stageName)
-_STAGE_NAME = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+_STAGE_NAME = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def stage_name(name: str) -> str:
     """`name` if API Gateway takes it as a stage name; else a ValueError saying why."""
-    if not _STAGE_NAME.match(name):
+    if not _STAGE_NAME.fullmatch(name):  # (not match: "$" lets a final newline by)
         raise ValueError(
             f"stage_name {name!r}: API Gateway takes 1 to 128 letters, digits, - and _"
         )

@@ -10,8 +10,8 @@ import pulumi
 
 # IAM API reference: PutRolePermissionsBoundary (a managed policy's ARN) and CreateRole's
 # Path ("(\u002F)|(\u002F[\u0021-\u007E]+\u002F)", up to 512 characters).
-_POLICY_ARN = re.compile(r"^arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[\x21-\x7e]+$")
-_PATH = re.compile(r"^(/|/[\x21-\x7e]{1,510}/)$")
+_POLICY_ARN = re.compile(r"arn:aws[a-z-]*:iam::(\d{12}|aws):policy/[\x21-\x7e]+")
+_PATH = re.compile(r"/|/[\x21-\x7e]{1,510}/")
 
 
 @dataclasses.dataclass
@@ -28,12 +28,12 @@ class RoleOptions:
 
     def validate(self) -> None:
         boundary = self.permissions_boundary
-        if isinstance(boundary, str) and not _POLICY_ARN.match(boundary):
+        if isinstance(boundary, str) and not _POLICY_ARN.fullmatch(boundary):
             raise ValueError(
                 f"permissions_boundary {boundary!r} is not a managed policy's ARN "
                 "(arn:aws:iam::ACCOUNT:policy/NAME, or arn:aws:iam::aws:policy/NAME)"
             )
-        if self.path is not None and not _PATH.match(self.path):
+        if self.path is not None and not _PATH.fullmatch(self.path):
             raise ValueError(
                 f"path {self.path!r}: IAM takes / or /segments/ (letters, digits and "
                 "punctuation, starting and ending with /, up to 512 characters)"

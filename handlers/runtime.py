@@ -96,6 +96,8 @@ def log(level: str, message: str, **fields: Any) -> None:
         "service": os.environ.get("POWERTOOLS_SERVICE_NAME")
         or os.environ.get("METRICS_COMPONENT")
         or "exactly-once",
+        # (in Powertools' order: the invocation's values fill these places; one left
+        # None, outside an invocation, is dropped below)
         "cold_start": None,
         "function_name": os.environ.get("AWS_LAMBDA_FUNCTION_NAME"),
         "function_memory_size": None,

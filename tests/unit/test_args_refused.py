@@ -26,6 +26,8 @@ CHANNELS: dict[str, Any] = {"demo": "arn:aws:lambda:us-east-1:123456789012:funct
         (lambda: ApiGatewayStarterArgs(definition=WORKFLOW, stage_name="v1/"), "stage_name"),
         (lambda: RoleOptions(permissions_boundary="MyBoundary"), "not a managed policy's ARN"),
         (lambda: RoleOptions(path="service"), "path 'service'"),
+        (lambda: RoleOptions(path="/service/\n"), "path"),
+        (lambda: SchedulerArgs(CHANNELS, stage_name="v1\n"), "stage_name"),
         (lambda: ApiGatewayStarterArgs(definition="{'StartAt': 1"), "definition is not JSON"),
         (lambda: NameDedupStarterArgs(bucket_name="b", definition="[]"), "a state machine"),
     ],
