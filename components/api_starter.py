@@ -34,6 +34,7 @@ from exactly_once.components.monitoring import (
     Watch,
     Watched,
 )
+from exactly_once.components.platform import Platform, PlatformOptions
 from exactly_once.components.rest_api import api_key, fingerprint, stage_name
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
@@ -92,6 +93,9 @@ class ApiGatewayStarterArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    platform: PlatformOptions | None = None
+    """Tags, X-Ray tracing, log retention and format, Step Functions logging, and each
+    function's memory and timeout, on everything this component creates (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
@@ -138,11 +142,15 @@ class ApiGatewayStarter(Watched, pulumi.ComponentResource):
     ) -> None:
         args = as_args(ApiGatewayStarterArgs, args)  # a dict from the package host
         args.validate()
+        self._platform = Platform(name, args.platform)
         super().__init__(
-            "exactly-once:index:ApiGatewayStarter", name, {}, with_role_options(opts, args.roles)
+            "exactly-once:index:ApiGatewayStarter",
+            name,
+            {},
+            self._platform.resource_options(with_role_options(opts, args.roles)),
         )
         self.state_machine_arn = target_state_machine(
-            name, args.state_machine_arn, args.definition, self
+            name, args.state_machine_arn, args.definition, self, self._platform
         )
         region = aws.get_region_output(opts=pulumi.InvokeOptions(parent=self)).region
         self.api = self._rest_api(name)
@@ -183,6 +191,7 @@ class ApiGatewayStarter(Watched, pulumi.ComponentResource):
             if args.bucket_name is not None
             else None
         )
+        self._platform.check()
         self.register_outputs(
             {
                 **self.watched(self._watch(name, args)),
@@ -348,6 +357,7 @@ class ApiGatewayStarter(Watched, pulumi.ComponentResource):
             rest_api=self.api.id,
             deployment=deployment.id,
             stage_name=args.stage_name,
+            xray_tracing_enabled=self._platform.options.tracing,
             opts=pulumi.ResourceOptions(parent=self),
         )
 

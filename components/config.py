@@ -26,16 +26,34 @@ def snake(key: str) -> str:
 
 
 def args_from_config(cls: type[T], values: dict[str, Any] | None, **fixed: Any) -> T:
-    """`cls(**values)` with camelCase keys; an unknown key is an error naming the valid ones."""
-    fields = {field.name for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    """`cls(**values)` with camelCase keys, nested args too (e.g. `platform`); an unknown
+    key is an error naming the valid ones."""
+    fields = {field.name: field.type for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
     kwargs = dict(fixed)
     for key, value in (values or {}).items():
         name = snake(key)
         if name not in fields:
             valid = ", ".join(sorted(fields))
             raise ValueError(f"{cls.__name__}: unknown config key {key!r} (valid: {valid})")
-        kwargs[name] = value
+        kwargs[name] = _from_config(fields[name], value)
     return cls(**kwargs)
+
+
+def _from_config(kind: Any, value: Any) -> Any:
+    """A config value as its field's type: camelCase dicts of nested args dataclasses (in
+    dicts or lists too) turned into them; anything else as given."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        kinds = [k for k in typing.get_args(kind) if k is not type(None)]
+        kind = kinds[0] if len(kinds) == 1 else kind
+    if isinstance(kind, type) and dataclasses.is_dataclass(kind) and isinstance(value, Mapping):
+        return args_from_config(kind, dict(value))
+    if typing.get_origin(kind) is dict and isinstance(value, Mapping):
+        item = typing.get_args(kind)[1]
+        return {k: _from_config(item, v) for k, v in value.items()}
+    if typing.get_origin(kind) is list and isinstance(value, list):
+        [item] = typing.get_args(kind)
+        return [_from_config(item, v) for v in value]
+    return value
 
 
 def as_args(cls: type[T], args: T | Mapping[str, Any]) -> T:

@@ -25,6 +25,7 @@ from exactly_once.components.monitoring import (
     Watched,
     metrics_environment,
 )
+from exactly_once.components.platform import Platform, PlatformOptions
 from exactly_once.components.roles import IamStatement, RoleOptions, with_role_options
 from exactly_once.components.tables import key_table
 from exactly_once.handlers.etl import (
@@ -127,6 +128,9 @@ class IdempotentEtlArgs:
     decrypt with them (reads) and generate data keys (writes, multipart uploads)."""
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    platform: PlatformOptions | None = None
+    """Tags, X-Ray tracing, log retention and format, Step Functions logging, and each
+    function's memory and timeout, on everything this component creates (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
@@ -227,8 +231,12 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
     ) -> None:
         args = as_args(IdempotentEtlArgs, args)  # a dict from the package host
         args.validate()
+        self._platform = Platform(name, args.platform)
         super().__init__(
-            "exactly-once:index:IdempotentEtl", name, {}, with_role_options(opts, args.roles)
+            "exactly-once:index:IdempotentEtl",
+            name,
+            {},
+            self._platform.resource_options(with_role_options(opts, args.roles)),
         )
         child = pulumi.ResourceOptions(parent=self)
         # A created input is versioned: every upload of a key is a version to transform once
@@ -318,6 +326,7 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
             excludes=tuple(args.transform_excludes or ()),
             architecture=args.architecture,
             parent=self,
+            platform=self._platform,
         )
         self.function = transform.function
         if args.trigger == Trigger.NOTIFICATION:
@@ -372,6 +381,7 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
         )
         watch.counts("Objects", ["Written", "Duplicate", "Rejected"])
         watch.counts("Output bytes", ["Bytes"])
+        self._platform.check()
         self.register_outputs(
             {
                 **self.watched(watch),

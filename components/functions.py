@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components.lambda_asset import lambda_code
+from exactly_once.components.platform import Platform
 
 RUNTIME = "python3.12"
 DURABLE_RUNTIME = "python3.13"  # the first Python runtime with durable functions
@@ -42,7 +43,7 @@ def allow(actions: Sequence[str], resources: Sequence[pulumi.Input[str]]) -> dic
 def service_role(
     name: str,
     service: str,
-    statements: Sequence[Mapping[str, Any]],
+    statements: Sequence[Mapping[str, Any]] | pulumi.Output[Any],
     parent: pulumi.Resource,
 ) -> tuple[aws.iam.Role, list[pulumi.Resource]]:
     """A role `service` can assume, with exactly `statements` as its inline policy.
@@ -128,17 +129,19 @@ def handler_function(
     sources: tuple[str, ...] = (),
     excludes: tuple[str, ...] = (),
     architecture: str = "x86_64",
-    log_retention_days: int = 14,
     reserved_concurrency: int | None = None,
     durable: Durable | None = None,
+    platform: Platform | None = None,
 ) -> HandlerFunction:
     """A function running `handlers.<module>.<fn>` (with `sources`' modules beside it), its
     log group and a role allowing only `statements`, its own log writes and (with
     `dead_letter_arn`) its DLQ. `durable`: a durable function (the SDK packaged, a published
-    version: `function.qualified_arn` is what to invoke)."""
+    version: `function.qualified_arn` is what to invoke). `platform`: the component's
+    tracing, log and size settings (memory_size and timeout are the component's defaults)."""
+    platform = platform or Platform(name, None)
     log_group = aws.cloudwatch.LogGroup(
         f"{name}-logs",
-        retention_in_days=log_retention_days,
+        retention_in_days=platform.options.log_retention_days or None,
         opts=pulumi.ResourceOptions(parent=parent),
     )
     own = [
@@ -148,10 +151,12 @@ def handler_function(
     ]
     if dead_letter_arn is not None:
         own.append(allow(["sqs:SendMessage"], [dead_letter_arn]))
+    own += platform.function_statements()
     role, ready = service_role(name, "lambda.amazonaws.com", [*statements, *own], parent)
     if durable is not None:
         requirements = (DURABLE_SDK, *requirements)
     runtime = RUNTIME if durable is None else DURABLE_RUNTIME
+    settings = platform.function(name, memory_size, timeout)
     function = aws.lambda_.Function(
         name,
         runtime=runtime,
@@ -162,8 +167,9 @@ def handler_function(
             requirements, sources, excludes, architecture, runtime.removeprefix("python")
         ),
         architectures=[architecture],
-        timeout=timeout,
-        memory_size=memory_size,
+        timeout=settings["timeout"],
+        memory_size=settings["memory_size"],
+        tracing_config=settings["tracing_config"],
         environment=aws.lambda_.FunctionEnvironmentArgs(variables=dict(environment)),
         dead_letter_config=(
             aws.lambda_.FunctionDeadLetterConfigArgs(target_arn=dead_letter_arn)
@@ -172,7 +178,7 @@ def handler_function(
         ),
         reserved_concurrent_executions=reserved_concurrency,
         logging_config=aws.lambda_.FunctionLoggingConfigArgs(
-            log_format="Text", log_group=log_group.name
+            **settings["logging"], log_group=log_group.name
         ),
         **_durable_inputs(durable),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),

@@ -23,6 +23,7 @@ from exactly_once.components.monitoring import (
     Watched,
     metrics_environment,
 )
+from exactly_once.components.platform import Platform, PlatformOptions
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import (
     StateMachineType,
@@ -82,6 +83,9 @@ class NameDedupStarterArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    platform: PlatformOptions | None = None
+    """Tags, X-Ray tracing, log retention and format, Step Functions logging, and each
+    function's memory and timeout, on everything this component creates (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
@@ -154,8 +158,12 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
     ) -> None:
         args = as_args(NameDedupStarterArgs, args)  # a dict from the package host
         args.validate()
+        self._platform = Platform(name, args.platform)
         super().__init__(
-            "exactly-once:index:NameDedupStarter", name, {}, with_role_options(opts, args.roles)
+            "exactly-once:index:NameDedupStarter",
+            name,
+            {},
+            self._platform.resource_options(with_role_options(opts, args.roles)),
         )
         child = pulumi.ResourceOptions(parent=self)
 
@@ -181,6 +189,7 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
             timeout=args.timeout,
             requirements=BACKENDS[args.backend].requirements,
             parent=self,
+            platform=self._platform,
         )
         self.function = starter.function
 
@@ -196,6 +205,7 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
         watch = Watch(name, PATTERN, args.monitoring, self)
         watch.dead_letters(self.dlq)
         watch.counts("Events", list(CATALOGUE[PATTERN]))
+        self._platform.check()
         self.register_outputs(
             {
                 **self.watched(watch),
@@ -218,7 +228,7 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
             target = self.durable_function_arn
         else:
             self.state_machine_arn = target_state_machine(
-                name, args.state_machine_arn, args.definition, self
+                name, args.state_machine_arn, args.definition, self, self._platform
             )
             target = self.state_machine_arn
         grants = BACKENDS[args.backend].grants(args.reuse_policy)

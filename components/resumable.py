@@ -27,6 +27,7 @@ from exactly_once.components.monitoring import (
     Watched,
     metrics_environment,
 )
+from exactly_once.components.platform import Platform, PlatformOptions
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
@@ -99,6 +100,9 @@ class ResumableWorkflowArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    platform: PlatformOptions | None = None
+    """Tags, X-Ray tracing, log retention and format, Step Functions logging, and each
+    function's memory and timeout, on everything this component creates (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
@@ -179,8 +183,12 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
     ) -> None:
         args = as_args(ResumableWorkflowArgs, args)  # a dict from the package host
         args.validate()
+        self._platform = Platform(name, args.platform)
         super().__init__(
-            "exactly-once:index:ResumableWorkflow", name, {}, with_role_options(opts, args.roles)
+            "exactly-once:index:ResumableWorkflow",
+            name,
+            {},
+            self._platform.resource_options(with_role_options(opts, args.roles)),
         )
         # One item per business key; every write sets `expires_at` (epoch seconds), so
         # DynamoDB drops checkpoints nobody resumes and completed keys past their retention.
@@ -199,6 +207,7 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
         outputs = builds[args.backend](name, args, watch)
         watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
         watch.counts("Steps", ["StepsRun", "StepsSkipped"])
+        self._platform.check()
         self.register_outputs({**self.watched(watch), "table": self.table.name, **outputs})
 
     def _state_machine(
@@ -226,6 +235,7 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
                 **metrics_environment(name, args.monitoring),
             },
             parent=self,
+            platform=self._platform,
         )
         self.checkpoint_function = checkpoint.function
         arns = [pulumi.Output.from_input(step.function) for step in args.steps]
@@ -261,7 +271,9 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
                 )
             )
         )
-        self.state_machine = state_machine(f"{name}-workflow", definition, self, granted)
+        self.state_machine = state_machine(
+            f"{name}-workflow", definition, self, granted, self._platform
+        )
         # Load asks whether a lease's holder still runs (a crashed run's lease is taken over).
         # A policy of its own: the machine's definition already names the function.
         aws.iam.RolePolicy(
@@ -318,6 +330,7 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
             timeout=900,  # one invocation runs steps until it checkpoints and returns
             durable=Durable(args.timeout_seconds, min(90, args.completed_retention_days)),
             parent=self,
+            platform=self._platform,
         )
         self.durable_function = workflow.function
         self.durable_function_arn = workflow.function.qualified_arn

@@ -44,6 +44,7 @@ from exactly_once.components.monitoring import (
     Watched,
     metrics_environment,
 )
+from exactly_once.components.platform import Platform, PlatformOptions
 from exactly_once.components.rest_api import api_key, fingerprint, stage_name
 from exactly_once.components.roles import RoleOptions, with_role_options
 from exactly_once.components.state_machines import executions_of, state_machine
@@ -379,6 +380,9 @@ class SchedulerArgs:
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
+    platform: PlatformOptions | None = None
+    """Tags, X-Ray tracing, log retention and format, Step Functions logging, and each
+    function's memory and timeout, on everything this component creates (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 
@@ -441,8 +445,12 @@ class Scheduler(Watched, pulumi.ComponentResource):
     ) -> None:
         args = as_args(SchedulerArgs, args)  # a dict from the package host
         args.validate()
+        self._platform = Platform(name, args.platform)
         super().__init__(
-            "exactly-once:index:Scheduler", name, {}, with_role_options(opts, args.roles)
+            "exactly-once:index:Scheduler",
+            name,
+            {},
+            self._platform.resource_options(with_role_options(opts, args.roles)),
         )
         self.table = self._table(name)
         targets = self._channels(name, args)
@@ -460,6 +468,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
         self.url, self.api_key = self._api(name, args, environment)
         self.sweep_function = self._sweep(name, args, environment)
         self.starter_function = self._stream_starter(name, environment)
+        self._platform.check()
         self.register_outputs(
             {
                 **self.watched(self._watch(name, args)),
@@ -556,6 +565,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             timeout=CLOCK_TIMEOUT_SECONDS,
             memory_size=128,
             parent=self,
+            platform=self._platform,
         ).function
 
     def _slots(
@@ -588,6 +598,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             timeout=WORKERS_TIMEOUT_SECONDS,
             memory_size=1769,
             parent=self,
+            platform=self._platform,
         ).function
         function = handler_function(
             f"{name}-slots",
@@ -597,12 +608,14 @@ class Scheduler(Watched, pulumi.ComponentResource):
             | environment,
             timeout=SLOT_TIMEOUT_SECONDS,
             parent=self,
+            platform=self._platform,
         ).function
         machine = state_machine(
             f"{name}-slot-clock",
             function.arn.apply(lambda arn: json.dumps(slot_definition(arn))),
             self,
             [allow(["lambda:InvokeFunction"], [function.arn])],
+            self._platform,
         )
         return function, machine
 
@@ -639,6 +652,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             pulumi.Output.all(table.name, clock.arn, *arns).apply(definition),
             self,
             granted,
+            self._platform,
         )
 
     def _api(
@@ -660,6 +674,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             ],
             environment=environment,
             parent=self,
+            platform=self._platform,
         ).function
         return self._rest_api(name, args, function)
 
@@ -689,6 +704,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             environment=environment,
             timeout=300,
             parent=self,
+            platform=self._platform,
         ).function
         period = args.sweep_period_minutes
         rule = aws.cloudwatch.EventRule(
@@ -724,6 +740,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             environment=environment,
             dead_letter_arn=dlq.arn,
             parent=self,
+            platform=self._platform,
         )
         aws.lambda_.EventSourceMapping(
             f"{name}-stream",
@@ -835,6 +852,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
             rest_api=api.id,
             deployment=deployment.id,
             stage_name=args.stage_name,
+            xray_tracing_enabled=self._platform.options.tracing,
             opts=child,
         )
         url = stage.invoke_url.apply(lambda url: f"{url.rstrip('/')}/messages")

@@ -12,6 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components.functions import allow, service_role
+from exactly_once.components.platform import Platform
 from exactly_once.handlers.executions import execution_arn
 from exactly_once.handlers.targets import TargetKind, kind_of
 
@@ -62,16 +63,23 @@ def state_machine(
     name: str,
     definition: pulumi.Input[str] | dict[str, Any],
     parent: pulumi.Resource,
-    statements: list[dict[str, Any]] | None = None,
+    statements: list[dict[str, Any]] | pulumi.Output[list[dict[str, Any]]] | None = None,
+    platform: Platform | None = None,
 ) -> aws.sfn.StateMachine:
-    """A STANDARD state machine whose role may do exactly `statements`."""
-    role, ready = service_role(name, "states.amazonaws.com", statements or [], parent)
+    """A STANDARD state machine whose role may do exactly `statements` (and what
+    `platform`'s tracing and logging need)."""
+    inputs, needs = (platform or Platform(name, None)).state_machine(name, parent)
+    granted: Any = statements or []
+    if needs:
+        granted = pulumi.Output.from_input(granted).apply(lambda given: [*given, *needs])
+    role, ready = service_role(name, "states.amazonaws.com", granted, parent)
     body = json.dumps(definition) if isinstance(definition, dict) else definition
     return aws.sfn.StateMachine(
         name,
         role_arn=role.arn,
         definition=body,
         type="STANDARD",
+        **inputs,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),
     )
 
@@ -198,6 +206,7 @@ def target_state_machine(
     arn: pulumi.Input[str] | None,
     definition: pulumi.Input[str] | dict[str, Any] | None,
     parent: pulumi.Resource,
+    platform: Platform | None = None,
 ) -> pulumi.Output[str]:
     """The ARN of the given state machine, or of one created from `definition` (exactly
     one is given: `require_target`), whose role may do what its Tasks need
@@ -207,14 +216,14 @@ def target_state_machine(
     assert definition is not None
     if isinstance(definition, str | dict):
         statements = task_statements(definition)
-        return state_machine(f"{name}-workflow", definition, parent, statements).arn
+        return state_machine(f"{name}-workflow", definition, parent, statements, platform).arn
     # Known only at deploy (an Output): its Tasks' statements are derived then (a
     # definition needing none gets a role that may do nothing).
     # (pulumi.Input includes Awaitable, which from_input accepts but its stub does not)
     derived: Any = pulumi.Output.from_input(definition).apply(  # type: ignore[arg-type]
         lambda text: task_statements(text) or [DENY_ALL]
     )
-    return state_machine(f"{name}-workflow", definition, parent, derived).arn
+    return state_machine(f"{name}-workflow", definition, parent, derived, platform).arn
 
 
 DENY_ALL = {"Effect": "Deny", "Action": "*", "Resource": "*"}

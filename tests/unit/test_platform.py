@@ -1,0 +1,232 @@
+"""A platform team's settings (PlatformOptions) reach every resource each component
+creates: tags, X-Ray tracing, JSON logs, log retention, Step Functions logging and each
+function's size, one resource type at a time."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
+from exactly_once.components.config import args_from_config
+from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
+from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
+from exactly_once.components.platform import (
+    FunctionOptions,
+    LogFormat,
+    PlatformOptions,
+    StateMachineLogLevel,
+    SystemLogLevel,
+    taggable,
+)
+from exactly_once.components.resumable import (
+    ResumableWorkflow,
+    ResumableWorkflowArgs,
+    WorkflowStep,
+)
+from exactly_once.components.scheduler import Scheduler, SchedulerArgs
+from tests.unit.pulumi_harness import RecordingMocks, run
+
+FN = "arn:aws:lambda:us-east-1:123456789012:function:f"
+WORKFLOW = '{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}'
+ETL = {"transform": "etl_transforms.csv_jsonl:transform", "transform_source": "examples/etl"}
+
+COMPONENTS: dict[str, Callable[[PlatformOptions | None], Any]] = {
+    "name-dedup": lambda platform: NameDedupStarter(
+        "c", NameDedupStarterArgs(bucket_name="b", definition=WORKFLOW, platform=platform)
+    ),
+    "api-starter": lambda platform: ApiGatewayStarter(
+        "c", ApiGatewayStarterArgs(definition=WORKFLOW, bucket_name="b", platform=platform)
+    ),
+    "scheduler": lambda platform: Scheduler("c", SchedulerArgs({"demo": FN}, platform=platform)),
+    "resumable": lambda platform: ResumableWorkflow(
+        "c", ResumableWorkflowArgs([WorkflowStep("a", FN)], platform=platform)
+    ),
+    "etl": lambda platform: IdempotentEtl("c", IdempotentEtlArgs(**ETL, platform=platform)),
+}
+TAGS = {"team": "payments", "cost-centre": "4711"}
+EVERYTHING = PlatformOptions(
+    tags=TAGS,
+    tracing=True,
+    log_retention_days=30,
+    log_format=LogFormat.JSON,
+    system_log_level=SystemLogLevel.WARN,
+    state_machine_log_level=StateMachineLogLevel.ERROR,
+)
+
+
+@pytest.fixture(scope="module")
+def deployed() -> dict[str, RecordingMocks]:
+    """Each component once, with every platform option set."""
+    return {name: run(lambda make=make: make(EVERYTHING)) for name, make in COMPONENTS.items()}
+
+
+def of_type(deployed: dict[str, RecordingMocks], typ: str) -> list[Any]:
+    found = [r for mocks in deployed.values() for r in mocks.of_type(typ)]
+    assert found, f"no component creates a {typ}"
+    return found
+
+
+def statements_of(mocks: RecordingMocks, role: str) -> list[str]:
+    """Every action the inline policy of the role named `role` allows."""
+    policy = json.loads(mocks.named(f"{role}-policy").inputs["policy"])
+    return [a for s in policy["Statement"] for a in s["Action"]]
+
+
+TAGGED = [
+    "aws:lambda/function:Function",
+    "aws:iam/role:Role",
+    "aws:cloudwatch/logGroup:LogGroup",
+    "aws:sqs/queue:Queue",
+    "aws:sfn/stateMachine:StateMachine",
+    "aws:dynamodb/table:Table",
+    "aws:cloudwatch/eventRule:EventRule",
+    "aws:apigateway/restApi:RestApi",
+    "aws:apigateway/stage:Stage",
+    "aws:cloudwatch/metricAlarm:MetricAlarm",
+]
+
+
+@pytest.mark.parametrize("typ", TAGGED)
+def test_every_resource_of_a_taggable_type_carries_the_tags(
+    deployed: dict[str, RecordingMocks], typ: str
+) -> None:
+    for resource in of_type(deployed, typ):
+        assert resource.inputs.get("tags") == TAGS, (typ, resource.name)
+
+
+def test_no_taggable_resource_is_left_untagged(deployed: dict[str, RecordingMocks]) -> None:
+    every = [r for mocks in deployed.values() for r in mocks.resources]
+    untagged = {r.typ for r in every if taggable(r.typ) and r.inputs.get("tags") != TAGS}
+    assert not untagged
+    # the check reads pulumi-aws's Args classes: it knows what takes tags and what does not
+    assert taggable("aws:lambda/function:Function") and taggable("aws:sqs/queue:Queue")
+    assert not taggable("aws:cloudwatch/eventTarget:EventTarget")
+    assert not taggable("aws:cloudwatch/dashboard:Dashboard")
+
+
+def test_functions_trace_and_may_send_traces(deployed: dict[str, RecordingMocks]) -> None:
+    for mocks in deployed.values():
+        for function in mocks.of_type("aws:lambda/function:Function"):
+            assert function.inputs["tracingConfig"] == {"mode": "Active"}, function.name
+            actions = statements_of(mocks, function.name)
+            assert {"xray:PutTraceSegments", "xray:PutTelemetryRecords"} <= set(actions)
+
+
+def test_state_machines_trace_and_may_send_traces(deployed: dict[str, RecordingMocks]) -> None:
+    for mocks in deployed.values():
+        for machine in mocks.of_type("aws:sfn/stateMachine:StateMachine"):
+            assert machine.inputs["tracingConfiguration"] == {"enabled": True}, machine.name
+            actions = set(statements_of(mocks, machine.name))
+            assert {"xray:PutTraceSegments", "xray:GetSamplingRules"} <= actions
+
+
+def test_api_stages_trace(deployed: dict[str, RecordingMocks]) -> None:
+    for stage in of_type(deployed, "aws:apigateway/stage:Stage"):
+        assert stage.inputs["xrayTracingEnabled"] is True, stage.name
+
+
+def test_functions_log_json_and_lambda_keeps_every_application_line(
+    deployed: dict[str, RecordingMocks],
+) -> None:
+    for function in of_type(deployed, "aws:lambda/function:Function"):
+        logging = function.inputs["loggingConfig"]
+        assert logging["logFormat"] == "JSON", function.name
+        assert logging["systemLogLevel"] == "WARN"
+        # the handlers filter by LOG_LEVEL and write Python's WARNING, which Lambda's
+        # filter would read as INFO: Lambda's application filter is left open
+        assert logging["applicationLogLevel"] == "TRACE"
+
+
+def test_log_groups_keep_lines_for_the_retention(deployed: dict[str, RecordingMocks]) -> None:
+    for group in of_type(deployed, "aws:cloudwatch/logGroup:LogGroup"):
+        assert group.inputs["retentionInDays"] == 30, group.name
+
+
+def test_state_machines_log_to_a_vended_log_group_of_their_own(
+    deployed: dict[str, RecordingMocks],
+) -> None:
+    for mocks in deployed.values():
+        for machine in mocks.of_type("aws:sfn/stateMachine:StateMachine"):
+            logging = machine.inputs["loggingConfiguration"]
+            assert logging["level"] == "ERROR" and logging["includeExecutionData"] is False
+            group = mocks.named(f"{machine.name}-logs")
+            assert group.inputs["namePrefix"].startswith("/aws/vendedlogs/states/")
+            assert logging["logDestination"].endswith(":*")
+            assert "logs:CreateLogDelivery" in statements_of(mocks, machine.name)
+
+
+def test_without_options_nothing_changes() -> None:
+    mocks = run(lambda: COMPONENTS["scheduler"](None))
+    for function in mocks.of_type("aws:lambda/function:Function"):
+        assert "tracingConfig" not in function.inputs
+        assert function.inputs["loggingConfig"] == {
+            "logFormat": "Text",
+            "logGroup": f"{function.name}-logs",
+        }
+        assert "tags" not in function.inputs
+        assert "xray:PutTraceSegments" not in statements_of(mocks, function.name)
+    for machine in mocks.of_type("aws:sfn/stateMachine:StateMachine"):
+        assert "loggingConfiguration" not in machine.inputs
+    for group in mocks.of_type("aws:cloudwatch/logGroup:LogGroup"):
+        assert group.inputs["retentionInDays"] == 14
+
+
+def test_each_function_is_sized_by_its_name() -> None:
+    platform = PlatformOptions(
+        functions={
+            "slots": FunctionOptions(memory_size=1024),
+            "sweep": FunctionOptions(timeout=600),
+        }
+    )
+    mocks = run(lambda: COMPONENTS["scheduler"](platform))
+    assert mocks.named("c-slots").inputs["memorySize"] == 1024
+    assert mocks.named("c-sweep").inputs["timeout"] == 600
+    assert mocks.named("c-sweep").inputs["memorySize"] == 256  # the component's default kept
+
+
+def test_an_unknown_function_name_is_refused_with_the_component_s_names() -> None:
+    platform = PlatformOptions(functions={"slot": FunctionOptions(memory_size=1024)})
+    with pytest.raises(Exception, match=r"'slot' is not a function of 'c'.*slots"):
+        run(lambda: COMPONENTS["scheduler"](platform))
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        (lambda: PlatformOptions(log_retention_days=10), "CloudWatch Logs keeps lines"),
+        (lambda: PlatformOptions(tags={"aws:owner": "x"}), "not starting aws:"),
+        (lambda: PlatformOptions(log_format="YAML"), "log_format"),  # type: ignore[arg-type]
+        (
+            lambda: PlatformOptions(state_machine_log_level="DEBUG"),  # type: ignore[arg-type]
+            "state_machine_log_level",
+        ),
+        (lambda: FunctionOptions(memory_size=64), "128 to 10240 MB"),
+        (lambda: FunctionOptions(timeout=901), "1 to 900 seconds"),
+    ],
+)
+def test_bad_options_are_refused_where_written(options: Callable[[], Any], reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
+        options()
+
+
+def test_a_stack_config_sets_them_with_camel_case_keys() -> None:
+    args = args_from_config(
+        SchedulerArgs,
+        {
+            "platform": {
+                "tags": {"team": "payments"},
+                "logFormat": "JSON",
+                "functions": {"slots": {"memorySize": 1024}},
+            }
+        },
+        channels={"demo": FN},
+    )
+    assert args.platform == PlatformOptions(
+        tags={"team": "payments"},
+        log_format=LogFormat.JSON,
+        functions={"slots": FunctionOptions(memory_size=1024)},
+    )
