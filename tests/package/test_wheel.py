@@ -351,3 +351,29 @@ def test_the_release_script_builds_and_checks_this_version_without_tagging() -> 
     assert f"release {version}: dist/pulumi_exactly_once-{version}-py3-none-any.whl" in done.stdout
     after = subprocess.run(["git", "tag"], cwd=ROOT, capture_output=True, text=True).stdout
     assert after == tags  # --check tags nothing
+
+
+def test_the_testing_guide_passes_under_pytest_from_the_wheel(
+    at_minimums: str, tmp_path: Path
+) -> None:
+    """docs/testing.md's example, saved as a user's test file and run by pytest in a fresh
+    venv with the wheel (its dependencies at their floors): exactly_once.testing ships."""
+    guide = (ROOT / "docs" / "testing.md").read_text()
+    [example] = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", guide, re.DOTALL)
+        if "exactly_once.testing" in block
+    ]
+    (tmp_path / "test_infra.py").write_text(example)
+    pip = [at_minimums, "-m", "pip", "--disable-pip-version-check", "--quiet", "install"]
+    subprocess.run([*pip, "pytest>=8"], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
+    done = subprocess.run(
+        [at_minimums, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_infra.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    expected = example.count("\ndef test_")
+    assert done.returncode == 0 and f"{expected} passed" in done.stdout, done.stdout[-3000:]
