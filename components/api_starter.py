@@ -20,6 +20,7 @@ import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components import api_templates
+from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.event_patterns import s3_object_created_pattern
 from exactly_once.components.functions import (
@@ -32,11 +33,10 @@ from exactly_once.components.monitoring import (
     Metric,
     MonitoringOptions,
     Watch,
-    Watched,
 )
-from exactly_once.components.platform import Platform, PlatformOptions
+from exactly_once.components.platform import PlatformOptions
 from exactly_once.components.rest_api import api_key, fingerprint, stage_name
-from exactly_once.components.roles import RoleOptions, with_role_options
+from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import (
     StateMachineType,
     require_standard,
@@ -115,7 +115,7 @@ class ApiGatewayStarterArgs:
             raise ValueError("bucket_name forwards S3 events: key_source must be a body path")
 
 
-class ApiGatewayStarter(Watched, pulumi.ComponentResource):
+class ApiGatewayStarter(Component):
     """Pattern 2: POST /start, whose mapping template names the execution by the request's
     key (no Lambda): 200 for a new execution, 409 for a duplicate."""
 
@@ -141,14 +141,7 @@ class ApiGatewayStarter(Watched, pulumi.ComponentResource):
         self, name: str, args: ApiGatewayStarterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         args = as_args(ApiGatewayStarterArgs, args)  # a dict from the package host
-        args.validate()
-        self._platform = Platform(name, args.platform)
-        super().__init__(
-            "exactly-once:index:ApiGatewayStarter",
-            name,
-            {},
-            self._platform.resource_options(with_role_options(opts, args.roles)),
-        )
+        super().__init__(name, args.roles, args.platform, opts)
         self.state_machine_arn = target_state_machine(
             name, args.state_machine_arn, args.definition, self, self._platform
         )
@@ -191,17 +184,16 @@ class ApiGatewayStarter(Watched, pulumi.ComponentResource):
             if args.bucket_name is not None
             else None
         )
-        self._platform.check()
-        self.register_outputs(
+        self._finish(
+            self._watch(name, args),
             {
-                **self.watched(self._watch(name, args)),
                 "url": self.url,
                 "apiId": self.api.id,
                 "stageName": self.stage.stage_name,
                 "apiKey": self.api_key,
                 "stateMachineArn": self.state_machine_arn,
                 "dlqUrl": self.dlq.url if self.dlq is not None else None,
-            }
+            },
         )
 
     def _watch(self, name: str, args: ApiGatewayStarterArgs) -> Watch:

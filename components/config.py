@@ -61,6 +61,10 @@ def as_args(cls: type[T], args: T | Mapping[str, Any]) -> T:
     nested args as dicts) that `pulumi.provider.experimental` builds from the inputs a
     TypeScript, Go, C#, Java or YAML program sends."""
     if isinstance(args, cls):
+        # validated again: a program may have changed a field since __post_init__
+        validate = getattr(args, "validate", None)
+        if validate is not None:
+            validate()
         return args
     if not isinstance(args, Mapping):
         raise TypeError(f"{cls.__name__}: expected {cls.__name__} or a dict, got {args!r}")

@@ -11,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components.buckets import secure_bucket
+from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.event_patterns import s3_object_created_pattern
 from exactly_once.components.functions import (
@@ -22,11 +23,10 @@ from exactly_once.components.functions import (
 from exactly_once.components.monitoring import (
     MonitoringOptions,
     Watch,
-    Watched,
     metrics_environment,
 )
-from exactly_once.components.platform import Platform, PlatformOptions
-from exactly_once.components.roles import IamStatement, RoleOptions, with_role_options
+from exactly_once.components.platform import PlatformOptions
+from exactly_once.components.roles import IamStatement, RoleOptions
 from exactly_once.components.tables import key_table
 from exactly_once.handlers.etl import (
     PATTERN,
@@ -206,7 +206,7 @@ def folder_requirements(source: str) -> list[str]:
     return found
 
 
-class IdempotentEtl(Watched, pulumi.ComponentResource):
+class IdempotentEtl(Component):
     """Pattern 5: your transform, run on every object put in a bucket, with exactly one
     output per input object version."""
 
@@ -230,14 +230,7 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
         self, name: str, args: IdempotentEtlArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         args = as_args(IdempotentEtlArgs, args)  # a dict from the package host
-        args.validate()
-        self._platform = Platform(name, args.platform)
-        super().__init__(
-            "exactly-once:index:IdempotentEtl",
-            name,
-            {},
-            self._platform.resource_options(with_role_options(opts, args.roles)),
-        )
+        super().__init__(name, args.roles, args.platform, opts)
         child = pulumi.ResourceOptions(parent=self)
         # A created input is versioned: every upload of a key is a version to transform once
         # (an unversioned bucket of yours works too: each write is told apart by its ETag).
@@ -381,16 +374,15 @@ class IdempotentEtl(Watched, pulumi.ComponentResource):
         )
         watch.counts("Objects", ["Written", "Duplicate", "Rejected"])
         watch.counts("Output bytes", ["Bytes"])
-        self._platform.check()
-        self.register_outputs(
+        self._finish(
+            watch,
             {
-                **self.watched(watch),
                 "inputBucket": self.input_bucket_name,
                 "outputBucket": self.output_bucket_name,
                 "controlTable": self.control_table.name,
                 "functionName": self.function.name,
                 "dlqUrl": self.dlq.url,
-            }
+            },
         )
 
     def _bucket(

@@ -198,21 +198,5 @@ class Watch:
         )
 
 
-class Watched:
-    """What a component exposes of its watch (its attributes and outputs)."""
-
-    alarm_names: pulumi.Output[list[str]]
-    """The names of the component's alarms."""
-    dashboard_name: pulumi.Output[str] | None
-    """Its CloudWatch dashboard."""
-
-    def watched(self, watch: Watch) -> dict[str, Any]:
-        """Finish `watch`, keep its alarms and dashboard; the outputs to register."""
-        dashboard = watch.finish()
-        self.alarm_names = pulumi.Output.all(*[alarm.name for alarm in watch.alarms])
-        self.dashboard_name = dashboard.dashboard_name if dashboard is not None else None
-        return {"alarmNames": self.alarm_names, "dashboardName": self.dashboard_name}
-
-
 def _dashboard_name(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in text)[:255]

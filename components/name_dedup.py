@@ -9,6 +9,7 @@ import re
 import pulumi
 import pulumi_aws as aws
 
+from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.event_patterns import s3_object_created_pattern
 from exactly_once.components.functions import (
@@ -20,11 +21,10 @@ from exactly_once.components.functions import (
 from exactly_once.components.monitoring import (
     MonitoringOptions,
     Watch,
-    Watched,
     metrics_environment,
 )
-from exactly_once.components.platform import Platform, PlatformOptions
-from exactly_once.components.roles import RoleOptions, with_role_options
+from exactly_once.components.platform import PlatformOptions
+from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import (
     StateMachineType,
     require_standard,
@@ -130,7 +130,7 @@ class NameDedupStarterArgs:
             )
 
 
-class NameDedupStarter(Watched, pulumi.ComponentResource):
+class NameDedupStarter(Component):
     """Pattern 1: EventBridge -> starter Lambda -> StartExecution named by the event's key,
     so a redelivered event starts nothing new."""
 
@@ -157,14 +157,7 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         args = as_args(NameDedupStarterArgs, args)  # a dict from the package host
-        args.validate()
-        self._platform = Platform(name, args.platform)
-        super().__init__(
-            "exactly-once:index:NameDedupStarter",
-            name,
-            {},
-            self._platform.resource_options(with_role_options(opts, args.roles)),
-        )
+        super().__init__(name, args.roles, args.platform, opts)
         child = pulumi.ResourceOptions(parent=self)
 
         target, statements = self._target(name, args)
@@ -205,16 +198,15 @@ class NameDedupStarter(Watched, pulumi.ComponentResource):
         watch = Watch(name, PATTERN, args.monitoring, self)
         watch.dead_letters(self.dlq)
         watch.counts("Events", list(CATALOGUE[PATTERN]))
-        self._platform.check()
-        self.register_outputs(
+        self._finish(
+            watch,
             {
-                **self.watched(watch),
                 "functionName": self.function.name,
                 "ruleArn": self.rule.arn,
                 "dlqUrl": self.dlq.url,
                 "stateMachineArn": self.state_machine_arn,
                 "durableFunctionArn": self.durable_function_arn,
-            }
+            },
         )
 
     def _target(

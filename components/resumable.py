@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components import resumable_asl
+from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
     Durable,
@@ -24,11 +25,10 @@ from exactly_once.components.functions import (
 from exactly_once.components.monitoring import (
     MonitoringOptions,
     Watch,
-    Watched,
     metrics_environment,
 )
-from exactly_once.components.platform import Platform, PlatformOptions
-from exactly_once.components.roles import RoleOptions, with_role_options
+from exactly_once.components.platform import PlatformOptions
+from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
 from exactly_once.components.targets import ACTIONS
@@ -157,7 +157,7 @@ RUNS_FAILED = (
 )
 
 
-class ResumableWorkflow(Watched, pulumi.ComponentResource):
+class ResumableWorkflow(Component):
     """Pattern 4: a workflow with a DynamoDB checkpoint per business key; a re-run from the
     top skips the steps that already succeeded."""
 
@@ -182,14 +182,7 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
         self, name: str, args: ResumableWorkflowArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         args = as_args(ResumableWorkflowArgs, args)  # a dict from the package host
-        args.validate()
-        self._platform = Platform(name, args.platform)
-        super().__init__(
-            "exactly-once:index:ResumableWorkflow",
-            name,
-            {},
-            self._platform.resource_options(with_role_options(opts, args.roles)),
-        )
+        super().__init__(name, args.roles, args.platform, opts)
         # One item per business key; every write sets `expires_at` (epoch seconds), so
         # DynamoDB drops checkpoints nobody resumes and completed keys past their retention.
         self.table = key_table(
@@ -207,8 +200,7 @@ class ResumableWorkflow(Watched, pulumi.ComponentResource):
         outputs = builds[args.backend](name, args, watch)
         watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
         watch.counts("Steps", ["StepsRun", "StepsSkipped"])
-        self._platform.check()
-        self.register_outputs({**self.watched(watch), "table": self.table.name, **outputs})
+        self._finish(watch, {"table": self.table.name, **outputs})
 
     def _state_machine(
         self, name: str, args: ResumableWorkflowArgs, watch: Watch

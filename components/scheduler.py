@@ -31,6 +31,7 @@ from exactly_once.components.asl import (
     LAMBDA_RETRY,
     dynamodb_update,
 )
+from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
     allow,
@@ -41,12 +42,11 @@ from exactly_once.components.functions import (
 from exactly_once.components.monitoring import (
     MonitoringOptions,
     Watch,
-    Watched,
     metrics_environment,
 )
-from exactly_once.components.platform import Platform, PlatformOptions
+from exactly_once.components.platform import PlatformOptions
 from exactly_once.components.rest_api import api_key, fingerprint, stage_name
-from exactly_once.components.roles import RoleOptions, with_role_options
+from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import index
 from exactly_once.components.targets import ACTIONS, deliver
@@ -411,7 +411,7 @@ class SchedulerArgs:
             )
 
 
-class Scheduler(Watched, pulumi.ComponentResource):
+class Scheduler(Component):
     """Pattern 3: register messages by API (POST /messages); each fires once, at its time."""
 
     alarm_names: pulumi.Output[list[str]]
@@ -444,14 +444,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
         self, name: str, args: SchedulerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         args = as_args(SchedulerArgs, args)  # a dict from the package host
-        args.validate()
-        self._platform = Platform(name, args.platform)
-        super().__init__(
-            "exactly-once:index:Scheduler",
-            name,
-            {},
-            self._platform.resource_options(with_role_options(opts, args.roles)),
-        )
+        super().__init__(name, args.roles, args.platform, opts)
         self.table = self._table(name)
         targets = self._channels(name, args)
         self.clock_function = self._clock(name)
@@ -468,10 +461,9 @@ class Scheduler(Watched, pulumi.ComponentResource):
         self.url, self.api_key = self._api(name, args, environment)
         self.sweep_function = self._sweep(name, args, environment)
         self.starter_function = self._stream_starter(name, environment)
-        self._platform.check()
-        self.register_outputs(
+        self._finish(
+            self._watch(name, args),
             {
-                **self.watched(self._watch(name, args)),
                 "table": self.table.name,
                 "stateMachineArn": self.state_machine.arn,
                 "slotStateMachineArn": self.slot_state_machine.arn,
@@ -482,7 +474,7 @@ class Scheduler(Watched, pulumi.ComponentResource):
                 "starterFunction": self.starter_function.name,
                 "clockFunction": self.clock_function.name,
                 "slotFunction": self.slot_function.name,
-            }
+            },
         )
 
     def _watch(self, name: str, args: SchedulerArgs) -> Watch:

@@ -65,9 +65,13 @@ etl = IdempotentEtl(
     ),
 )
 
-pulumi.export("startUrl", api.url)
-pulumi.export("schedulerUrl", scheduler.url)
-assert orders.state_machine is not None  # the step-functions backend (the default) has one
-pulumi.export("ordersStateMachine", orders.state_machine.arn)
-pulumi.export("starterDlq", starter.dlq.url)
-pulumi.export("etlOutputs", etl.output_bucket_name)
+# Each component's outputs under its own name: what `exactly-once ... --outputs FILE
+# --component NAME` reads from `pulumi stack output --json > FILE` (docs/operations.md).
+for name, component in {
+    "starter": starter,
+    "api": api,
+    "scheduler": scheduler,
+    "orders": orders,
+    "invoices": etl,
+}.items():
+    pulumi.export(name, component.exports())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -251,3 +252,51 @@ def test_the_wheel_names_its_console_script() -> None:
     project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert project["project"]["scripts"]["exactly-once"] == "exactly_once.ops.__main__:console"
     assert callable(console)
+
+
+def test_a_programs_exports_are_what_the_commands_read(tmp_path: object) -> None:
+    """docs/operations.md: `pulumi.export(NAME, component.exports())` is what `--outputs
+    FILE --component NAME` reads (here the stack's outputs as `pulumi stack output --json`
+    prints them, resolved under the package's test mocks)."""
+    from pathlib import Path
+
+    import pulumi
+
+    from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
+    from exactly_once.components.resumable import (
+        ResumableWorkflow,
+        ResumableWorkflowArgs,
+        WorkflowStep,
+    )
+    from exactly_once.components.scheduler import Scheduler, SchedulerArgs
+    from exactly_once.ops.__main__ import _outputs
+    from exactly_once.testing import run
+
+    fn = "arn:aws:lambda:us-east-1:123456789012:function:f"
+    stack: dict[str, Any] = {}
+
+    def program() -> None:
+        exported = {
+            "orders": ResumableWorkflow("orders", ResumableWorkflowArgs([WorkflowStep("a", fn)])),
+            "uploads": NameDedupStarter(
+                "uploads",
+                NameDedupStarterArgs(
+                    bucket_name="b",
+                    state_machine_arn="arn:aws:states:us-east-1:123456789012:stateMachine:m",
+                ),
+            ),
+            "reminders": Scheduler("reminders", SchedulerArgs({"email": fn})),
+        }
+        for name, component in exported.items():
+            pulumi.Output.all(**component.exports()).apply(
+                lambda values, name=name: stack.update({name: values})
+            )
+
+    run(program)
+    outputs = Path(str(tmp_path)) / "outputs.json"
+    outputs.write_text(json.dumps(stack))
+    workflow = _outputs(str(outputs), "orders", {"table", "stateMachineArn"})
+    assert workflow["stateMachineArn"].startswith("arn:aws:states:")
+    dead_letters = _outputs(str(outputs), "uploads", {"dlqUrl", "functionName"})
+    assert dead_letters["dlqUrl"].startswith("https://sqs.")
+    assert _outputs(str(outputs), "reminders", {"table", "slotStateMachineArn", "dlqUrl"})

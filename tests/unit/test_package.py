@@ -95,7 +95,7 @@ def test_every_input_is_typed_described_and_required_only_without_a_default(
 @pytest.mark.parametrize("component", COMPONENTS, ids=lambda c: c.__name__)
 def test_every_output_is_typed_and_described(component: type) -> None:
     resource = RESOURCES[token(component)]
-    # its own annotations and those of the package's classes it inherits (Watched)
+    # its own annotations and those of the package's classes it inherits (Component)
     public = {
         camel(n)
         for klass in component.__mro__
