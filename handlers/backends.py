@@ -3,13 +3,15 @@ or a Lambda durable function's. Each backend says whether a target can deduplica
 name, starts once by name, and what the starter needs for it (the actions its role is
 granted, the SDK it packages); the starter and its component never branch on which.
 
-A third backend is a subclass in a module of its own, registered under its `Backend`
-value (`BACKENDS`): `start` keeps `handlers/executions.py`'s contract (STARTED, DUPLICATE
-or REDRIVEN, and everything else raised, never taken for a duplicate).
+A third backend is a subclass in a module of its own (defining it registers it under its
+`Backend` value in `BACKENDS`): `start` keeps `handlers/executions.py`'s contract
+(STARTED, DUPLICATE or REDRIVEN, and everything else raised, never taken for a
+duplicate).
 """
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -23,6 +25,7 @@ from exactly_once.handlers.executions import (
     start_durable_once,
     start_once,
 )
+from exactly_once.handlers.registry import concrete
 from exactly_once.handlers.runtime import client
 
 DURABLE_API_BOTOCORE = "1.42.1"  # the first botocore with the durable-execution APIs
@@ -49,22 +52,28 @@ def _unqualified(function_arn: str) -> str:
     return function_arn.rsplit(":", 1)[0]
 
 
-class ExecutionBackend:
-    """One way to run a workflow once per derived name."""
+class ExecutionBackend(abc.ABC):
+    """One way to run a workflow once per derived name: defining a subclass registers it
+    (`BACKENDS`)."""
 
     name: ClassVar[Backend]
     requirements: ClassVar[tuple[str, ...]] = ()
     """What the starter's zip packages for it."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        BACKENDS[cls.name] = concrete(cls, ExecutionBackend)()
+
+    @abc.abstractmethod
     def grants(self, reuse_policy: ReusePolicy) -> list[Grant]:
         """What the starter's role may do with the target."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def unusable(self, target_arn: str) -> str | None:
         """Why the target cannot deduplicate by name, or None (asked once per cold start;
         AWS errors propagate: retried)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def start(
         self,
         target_arn: str,
@@ -74,7 +83,11 @@ class ExecutionBackend:
         reuse_policy: ReusePolicy,
         hide_key: bool,
     ) -> Outcome:
-        raise NotImplementedError
+        """Start once by the key's name: STARTED, DUPLICATE or REDRIVEN (everything else
+        raised, never taken for a duplicate)."""
+
+
+BACKENDS: dict[Backend, ExecutionBackend] = {}
 
 
 class StepFunctions(ExecutionBackend):
@@ -183,11 +196,6 @@ def missing_durable_api(lam: Any) -> str | None:
         f"needs {DURABLE_API_BOTOCORE} or later): deploy it with NameDedupStarter, which "
         "packages one"
     )
-
-
-BACKENDS: dict[Backend, ExecutionBackend] = {
-    backend.name: backend for backend in (StepFunctions(), DurableFunction())
-}
 
 
 @functools.cache

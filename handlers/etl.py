@@ -37,6 +37,7 @@ one, one message per delivery. It is never half-written.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import enum
 import functools
@@ -56,6 +57,7 @@ from exactly_once.handlers.errors import (
     aws_code,
     object_missing,
 )
+from exactly_once.handlers.registry import concrete
 from exactly_once.handlers.runtime import client, dead_letter, lambda_handler, log
 from exactly_once.handlers.s3_events import ObjectRef, object_refs
 from exactly_once.handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
@@ -272,39 +274,134 @@ def release(config: EtlSettings, ref: ObjectRef, owner: str) -> None:
             raise
 
 
-def process_with_control_record(
-    config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-) -> dict[str, Any]:
-    owner = getattr(context, "aws_request_id", "local")
-    existing = acquire(config, ref, owner, _remaining_ms(context))
-    if existing is not None:
-        return {"status": DUPLICATE, "output": existing["output"]["S"]}
-    try:
-        key, size = produce(config, ref, transform)
-    except BaseException:
-        release(config, ref, owner)  # a malformed input is recorded apart, under failed#<id>
-        raise
-    complete(config, ref, owner, key)
-    return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}", "bytes": size}
+# -- the strategies, behind one interface -----------------------------------------------
+class EtlStrategy(abc.ABC):
+    """How a duplicate delivery is stopped: `process` publishes an object version's output
+    once (WRITTEN or DUPLICATE; raises Permanent for a bad input, anything else to be
+    retried), and the class says what the function needs for it, which the component
+    reads (components/etl.py) instead of asking which strategy it is. A fifth strategy is
+    a subclass in a module of its own, its name added to `Strategy`: defining it
+    registers it (`STRATEGY_OF`)."""
+
+    name: ClassVar[Strategy]
+    locking: ClassVar[bool] = False
+    """It keeps a lock and a COMPLETE record per version in the control table (GetItem,
+    UpdateItem, DeleteItem on it, and the table is required)."""
+    reads_output: ClassVar[bool] = False
+    """It looks for a published output (HEAD: s3:GetObject, and s3:ListBucket for S3 to
+    answer 404 rather than 403)."""
+    requirements: ClassVar[tuple[str, ...]] = ()
+    """What the function's zip packages for it."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # (ABCMeta marks a class abstract only after this hook: asked here instead)
+        STRATEGY_OF[cls.name] = concrete(cls, EtlStrategy)()
+
+    @abc.abstractmethod
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        """One object version's output, published once."""
 
 
-# -- Powertools ------------------------------------------------------------------------
-def process_with_powertools(
-    config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-) -> dict[str, Any]:
-    idempotency, produce_once = _powertools(config)
-    if context is not None:
-        idempotency.register_lambda_context(context)
-    obj = {**ref.as_dict(), "identity": ref.identity}
-    # Powertools answers a completed key with the stored result: this call's own token in
-    # it says the work ran now, any other that an earlier delivery did it.
-    token = uuid.uuid4().hex
-    result: dict[str, Any] = produce_once(obj=obj, transform=transform, token=token)
-    if result.pop("token", None) == token:
-        return result
-    return {"status": DUPLICATE, "output": result["output"]}
+STRATEGY_OF: dict[Strategy, EtlStrategy] = {}
 
 
+class ConditionalWrite(EtlStrategy):
+    """The first writer of the output key wins (see the module docstring). A redelivery
+    after completion is found by a HEAD first: without it, it re-read and re-transformed
+    the whole input to meet the 412 only at the end (0.88x the first run's work for a
+    40 MB object)."""
+
+    name = Strategy.CONDITIONAL_WRITE
+    reads_output = True
+    # No SDK of its own: on a runtime whose botocore predates S3's IfNoneMatch,
+    # handlers/s3_publish.py sends the header itself.
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        key = output_key(config, ref)
+        output = f"s3://{config.output_bucket}/{key}"
+        if published(config, key):
+            return {"status": DUPLICATE, "output": output}
+        try:
+            _, size = produce(config, ref, transform, only_if_absent=True)
+        except ClientError as exc:
+            code = aws_code(exc)
+            if code == "PreconditionFailed":  # written meanwhile: a concurrent duplicate
+                return {"status": DUPLICATE, "output": output}
+            if code == "ConditionalRequestConflict":  # a concurrent write of it: retry
+                raise InProgress(f"{ref.identity}: {output} is being written; retry later") from exc
+            raise
+        return {"status": WRITTEN, "output": output, "bytes": size}
+
+
+class Deterministic(EtlStrategy):
+    """A redelivery finds its output already published: one HEAD, no rewrite."""
+
+    name = Strategy.DETERMINISTIC
+    reads_output = True
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        key = output_key(config, ref)
+        if not published(config, key):
+            _, size = produce(config, ref, transform)
+            output = f"s3://{config.output_bucket}/{key}"
+            return {"status": WRITTEN, "output": output, "bytes": size}
+        return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}
+
+
+class ControlRecord(EtlStrategy):
+    """A lock per object version in the control table, then a COMPLETE record."""
+
+    name = Strategy.CONTROL_RECORD
+    locking = True
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        owner = getattr(context, "aws_request_id", "local")
+        existing = acquire(config, ref, owner, _remaining_ms(context))
+        if existing is not None:
+            return {"status": DUPLICATE, "output": existing["output"]["S"]}
+        try:
+            key, size = produce(config, ref, transform)
+        except BaseException:
+            release(config, ref, owner)  # a malformed input is recorded apart, failed#<id>
+            raise
+        complete(config, ref, owner, key)
+        output = f"s3://{config.output_bucket}/{key}"
+        return {"status": WRITTEN, "output": output, "bytes": size}
+
+
+class Powertools(EtlStrategy):
+    """Powertools for AWS Lambda's idempotency utility on the control table."""
+
+    name = Strategy.POWERTOOLS
+    locking = True
+    requirements = ("aws-lambda-powertools>=3.0,<4",)
+
+    def process(
+        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
+    ) -> dict[str, Any]:
+        idempotency, produce_once = _powertools(config)
+        if context is not None:
+            idempotency.register_lambda_context(context)
+        obj = {**ref.as_dict(), "identity": ref.identity}
+        # Powertools answers a completed key with the stored result: this call's own
+        # token in it says the work ran now, any other that an earlier delivery did it.
+        token = uuid.uuid4().hex
+        result: dict[str, Any] = produce_once(obj=obj, transform=transform, token=token)
+        if result.pop("token", None) == token:
+            return result
+        return {"status": DUPLICATE, "output": result["output"]}
+
+
+# -- what the strategies use ------------------------------------------------------------
 _POWERTOOLS: dict[str, tuple[Any, Any]] = {}  # by repr(settings)
 
 
@@ -347,7 +444,6 @@ def _remaining_ms(context: Any) -> int:
     return context.get_remaining_time_in_millis() if context is not None else 60_000
 
 
-# -- conditional write and deterministic -----------------------------------------------
 def published(config: EtlSettings, key: str) -> bool:
     """Whether the output `key` exists: one HEAD (a 404 needs s3:ListBucket on the output
     bucket, else S3 answers 403, which is raised and retried, never taken for absent)."""
@@ -358,121 +454,6 @@ def published(config: EtlSettings, key: str) -> bool:
             raise
         return False
     return True
-
-
-def process_conditionally(
-    config: EtlSettings, ref: ObjectRef, transform: Transform
-) -> dict[str, Any]:
-    """The first writer of the output key wins (see the module docstring). A redelivery
-    after completion is found by a HEAD first: without it, it re-read and re-transformed
-    the whole input to meet the 412 only at the end (0.88x the first run's work for a
-    40 MB object)."""
-    key = output_key(config, ref)
-    output = f"s3://{config.output_bucket}/{key}"
-    if published(config, key):
-        return {"status": DUPLICATE, "output": output}
-    try:
-        _, size = produce(config, ref, transform, only_if_absent=True)
-    except ClientError as exc:
-        code = aws_code(exc)
-        if code == "PreconditionFailed":  # written meanwhile: a concurrent duplicate
-            return {"status": DUPLICATE, "output": output}
-        if code == "ConditionalRequestConflict":  # a concurrent write of it: S3 says retry
-            raise InProgress(f"{ref.identity}: {output} is being written; retry later") from exc
-        raise
-    return {"status": WRITTEN, "output": output, "bytes": size}
-
-
-def process_deterministically(
-    config: EtlSettings, ref: ObjectRef, transform: Transform
-) -> dict[str, Any]:
-    """A redelivery finds its output already published: one HEAD, no rewrite."""
-    key = output_key(config, ref)
-    if not published(config, key):
-        _, size = produce(config, ref, transform)
-        return {"status": WRITTEN, "output": f"s3://{config.output_bucket}/{key}", "bytes": size}
-    return {"status": DUPLICATE, "output": f"s3://{config.output_bucket}/{key}"}
-
-
-# -- the strategies, behind one interface -----------------------------------------------
-class EtlStrategy:
-    """How a duplicate delivery is stopped: `process` publishes an object version's output
-    once (WRITTEN or DUPLICATE; raises Permanent for a bad input, anything else to be
-    retried), and the class says what the function needs for it, which the component
-    reads (components/etl.py) instead of asking which strategy it is. A fifth strategy is
-    a subclass in a module of its own, its name added to `Strategy`: defining it
-    registers it."""
-
-    name: ClassVar[Strategy]
-    locking: ClassVar[bool] = False
-    """It keeps a lock and a COMPLETE record per version in the control table (GetItem,
-    UpdateItem, DeleteItem on it, and the table is required)."""
-    reads_output: ClassVar[bool] = False
-    """It looks for a published output (HEAD: s3:GetObject, and s3:ListBucket for S3 to
-    answer 404 rather than 403)."""
-    requirements: ClassVar[tuple[str, ...]] = ()
-    """What the function's zip packages for it."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        STRATEGY_OF[cls.name] = cls()
-
-    def process(
-        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-    ) -> dict[str, Any]:
-        raise NotImplementedError
-
-
-STRATEGY_OF: dict[Strategy, EtlStrategy] = {}
-
-
-class ConditionalWrite(EtlStrategy):
-    name = Strategy.CONDITIONAL_WRITE
-    reads_output = True
-    # No SDK of its own: on a runtime whose botocore predates S3's IfNoneMatch,
-    # handlers/s3_publish.py sends the header itself.
-
-    def process(
-        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-    ) -> dict[str, Any]:
-        return process_conditionally(config, ref, transform)
-
-
-class Deterministic(EtlStrategy):
-    name = Strategy.DETERMINISTIC
-    reads_output = True
-
-    def process(
-        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-    ) -> dict[str, Any]:
-        return process_deterministically(config, ref, transform)
-
-
-class ControlRecord(EtlStrategy):
-    name = Strategy.CONTROL_RECORD
-    locking = True
-
-    def process(
-        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-    ) -> dict[str, Any]:
-        return process_with_control_record(config, ref, transform, context)
-
-
-class Powertools(EtlStrategy):
-    name = Strategy.POWERTOOLS
-    locking = True
-    requirements = ("aws-lambda-powertools>=3.0,<4",)
-
-    def process(
-        self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-    ) -> dict[str, Any]:
-        return process_with_powertools(config, ref, transform, context)
-
-
-def process(
-    config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
-) -> dict[str, Any]:
-    return STRATEGY_OF[config.strategy].process(config, ref, transform, context)
 
 
 # -- entry points ----------------------------------------------------------------------
@@ -491,7 +472,7 @@ def transform_once(
     results: list[dict[str, Any]] = []
     for ref in refs:
         try:
-            result = process(config, ref, transform, context)
+            result = STRATEGY_OF[config.strategy].process(config, ref, transform, context)
         except Permanent as exc:
             reason = str(exc)
             # The FAILED record is the dedup: one DLQ message per object version.

@@ -92,10 +92,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         "etl-412-is-failure",
         "the conditional-write strategy takes S3's 412 (written meanwhile) for a failure",
         "handlers/etl.py",
-        """        if code == "PreconditionFailed":  # written meanwhile: a concurrent duplicate
-            return {"status": DUPLICATE, "output": output}""",
-        """        if code == "PreconditionFailed" and False:
-            return {"status": DUPLICATE, "output": output}""",
+        """            if code == "PreconditionFailed":  # written meanwhile: a concurrent duplicate
+                return {"status": DUPLICATE, "output": output}""",
+        """            if code == "PreconditionFailed" and False:
+                return {"status": DUPLICATE, "output": output}""",
         "ETL and conditional",
     ),
     Mutant(
@@ -103,10 +103,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a redelivery after completion is not looked up first: it transforms again (and "
         "meets the 412 only at the end)",
         "handlers/etl.py",
-        """    if published(config, key):
-        return {"status": DUPLICATE, "output": output}""",
-        """    if False:
-        return {"status": DUPLICATE, "output": output}""",
+        """        if published(config, key):
+            return {"status": DUPLICATE, "output": output}""",
+        """        if False:
+            return {"status": DUPLICATE, "output": output}""",
         "ETL and conditional",
     ),
     Mutant(
@@ -133,10 +133,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         "etl-deterministic-rewrites",
         "the deterministic strategy rewrites an output it finds published",
         "handlers/etl.py",
-        """    key = output_key(config, ref)
-    if not published(config, key):""",
-        """    key = output_key(config, ref)
-    if not published(config, key) or True:""",
+        """        key = output_key(config, ref)
+        if not published(config, key):""",
+        """        key = output_key(config, ref)
+        if not published(config, key) or True:""",
         "ETL and deterministic",
     ),
     Mutant(
@@ -144,8 +144,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the Powertools strategy keys its record by the object key alone (a new version of "
         "it is taken for a duplicate of the old)",
         "handlers/etl.py",
-        """    obj = {**ref.as_dict(), "identity": ref.identity}""",
-        """    obj = {**ref.as_dict(), "identity": ref.key}""",
+        """        obj = {**ref.as_dict(), "identity": ref.identity}""",
+        """        obj = {**ref.as_dict(), "identity": ref.key}""",
         "ETL and powertools",
     ),
     # -- pattern 3: the scheduler: its API, stream, sweep and waiting machine ----------------

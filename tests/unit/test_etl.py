@@ -331,9 +331,13 @@ def test_a_concurrent_conditional_write_is_retried_never_a_duplicate(
     [ref] = object_refs(notification("in/race.csv"))
     if status is None:
         with pytest.raises(etl.InProgress):  # Retryable: redelivered, never a DUPLICATE
-            etl.process_conditionally(settings("conditional-write"), ref, csv_jsonl.transform)
+            etl.ConditionalWrite().process(
+                settings("conditional-write"), ref, csv_jsonl.transform, None
+            )
     else:
-        result = etl.process_conditionally(settings("conditional-write"), ref, csv_jsonl.transform)
+        result = etl.ConditionalWrite().process(
+            settings("conditional-write"), ref, csv_jsonl.transform, None
+        )
         assert result["status"] == status
 
 
@@ -447,7 +451,7 @@ def test_a_duplicate_multipart_completion_is_a_duplicate_and_its_parts_are_dropp
     # then S3 refuses the completion with 412: DUPLICATE, and its upload is aborted, not
     # left billed
     monkeypatch.setattr(etl, "published", lambda *_: False)
-    result = etl.process_conditionally(config, ref, csv_jsonl.transform)
+    result = etl.ConditionalWrite().process(config, ref, csv_jsonl.transform, None)
     assert result["status"] == "DUPLICATE"
     assert runtime.client("s3").list_multipart_uploads(Bucket="out-bucket").get("Uploads", []) == []
 
@@ -594,7 +598,15 @@ def test_every_strategy_is_one_registered_class_and_process_asks_it(
 
     try:
         config = etl.EtlSettings("out", strategy="deterministic")
-        assert etl.process(config, "ref", lambda s, o: [], None)["status"] == etl.WRITTEN  # type: ignore[arg-type]
-        assert calls == ["ref"]
+        ref = etl.ObjectRef("in", "a.csv", None, "etag")
+        monkeypatch.setattr(etl, "object_refs", lambda event: [ref])
+        result = etl.transform_once({}, lambda source, obj: [], config)
+        assert result["results"][0]["status"] == etl.WRITTEN
+        assert calls == [ref]
+        # a strategy without `process` is refused where it is defined (an ABC)
+        with pytest.raises(TypeError, match="abstract"):
+
+            class Incomplete(etl.EtlStrategy):
+                name = etl.Strategy.DETERMINISTIC
     finally:
         etl.STRATEGY_OF[etl.Strategy.DETERMINISTIC] = etl.Deterministic()
