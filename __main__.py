@@ -17,12 +17,12 @@ from demo.durable import DemoDurableFunction
 from demo.steps import DemoSteps
 from demo.target import DemoTarget
 from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
+from exactly_once.components.aws_provider import aws_provider
 from exactly_once.components.buckets import secure_bucket
 from exactly_once.components.config import args_from_config
 from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
 from exactly_once.components.event_patterns import s3_object_created_pattern
 from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
-from exactly_once.components.provider import aws_provider
 from exactly_once.components.resumable import ResumableWorkflow, ResumableWorkflowArgs
 from exactly_once.components.scheduler import Scheduler, SchedulerArgs
 

@@ -87,9 +87,11 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
         runtime.client("sqs").create_queue(QueueName="dlq")
         table("locks")
         counting("stepfunctions"), counting("dynamodb")
-        from exactly_once.handlers import starter
+        from exactly_once.handlers import name_dedup
 
-        config = starter.StarterSettings(machine, "object-key", "REJECT_DUPLICATE", hide_key=False)
+        config = name_dedup.StarterSettings(
+            machine, "object-key", "REJECT_DUPLICATE", hide_key=False
+        )
         os.environ["DLQ_URL"] = runtime.client("sqs").get_queue_url(QueueName="dlq")["QueueUrl"]
         from aws_lambda_powertools.utilities.idempotency import (
             DynamoDBPersistenceLayer,
@@ -113,7 +115,7 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
 
         results = {}
         for label, run in (
-            ("name_dedup", lambda e: starter.start(e, None, config)),
+            ("name_dedup", lambda e: name_dedup.start(e, None, config)),
             ("powertools_lock", lambda e: locked_start(event=e)),
         ):
             CALLS.clear()
@@ -133,7 +135,7 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
                 "calls": dict(CALLS),
             }
     results["cold_import_ms"] = {
-        "name_dedup": cold_import("exactly_once.handlers.starter"),
+        "name_dedup": cold_import("exactly_once.handlers.name_dedup"),
         "powertools_lock": cold_import("aws_lambda_powertools.utilities.idempotency"),
     }
     return results

@@ -2,10 +2,10 @@
 patterns, each with its args, and the options every component takes."""
 
 from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
+from exactly_once.components.aws_provider import aws_provider
 from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
 from exactly_once.components.monitoring import MonitoringOptions
 from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
-from exactly_once.components.provider import aws_provider
 from exactly_once.components.resumable import (
     ResumableWorkflow,
     ResumableWorkflowArgs,

@@ -35,9 +35,9 @@ from exactly_once.handlers.backends import BACKENDS
 from exactly_once.handlers.executions import Backend, ReusePolicy
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.metrics import CATALOGUE
+from exactly_once.handlers.name_dedup import PATTERN, StarterSettings
 from exactly_once.handlers.runtime import LogLevel
 from exactly_once.handlers.settings import choice, encode
-from exactly_once.handlers.starter import PATTERN, StarterSettings
 
 # A durable function is invoked by version or alias (Lambda developer guide, durable
 # functions' best practices: "Invoke functions with version numbers or aliases"; Lambda's
@@ -164,7 +164,7 @@ class NameDedupStarter(Component):
         self.dlq = dead_letter_queue(name, self)
         starter = handler_function(
             f"{name}-starter",
-            handler="exactly_once.handlers.starter.handler",
+            handler="exactly_once.handlers.name_dedup.handler",
             statements=statements,
             environment={
                 **StarterSettings.environment(

@@ -44,7 +44,7 @@ SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {
 }
 
 
-def provider() -> ComponentProvider:
+def component_provider() -> ComponentProvider:
     """The package's provider: pulumi's component provider, serving the analyzer's schema
     with SECRET_OUTPUTS marked."""
     from pulumi.provider.experimental.component import ComponentProvider
@@ -61,7 +61,7 @@ def provider() -> ComponentProvider:
 
 def schema() -> dict[str, Any]:
     """The package schema, as the host serves it to `pulumi package add`."""
-    document: dict[str, Any] = json.loads(provider().schema or "{}")
+    document: dict[str, Any] = json.loads(component_provider().schema or "{}")
     return document
 
 
@@ -69,4 +69,4 @@ def serve(args: list[str]) -> None:
     """Host the package: Pulumi runs provider/ with the engine's address (PulumiPlugin.yaml)."""
     from pulumi.provider import main
 
-    main(provider(), args)
+    main(component_provider(), args)

@@ -27,7 +27,7 @@ from typing import Any
 
 from moto import mock_aws
 
-from exactly_once.handlers import runtime, starter
+from exactly_once.handlers import name_dedup, runtime
 from tests.explore.faults import KINDS, Call, Clock, Fault, Injector, SandboxDied, schedules
 from tests.explore.interleave import Interleaver
 from tests.explore.lambdas import Lambdas
@@ -193,14 +193,14 @@ def _world(scenario: Scenario) -> Iterator[list[Any]]:
         os.environ.setdefault(name, value)
     os.environ.pop("AWS_ENDPOINT_URL", None)
     runtime.client.cache_clear()
-    starter.unusable.cache_clear()
+    name_dedup.unusable.cache_clear()
     try:
         with mock_aws():
             scenario.setup()
             yield scenario.clients()
     finally:
         runtime.client.cache_clear()
-        starter.unusable.cache_clear()
+        name_dedup.unusable.cache_clear()
 
 
 class InlinePool:

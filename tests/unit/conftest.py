@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from exactly_once.handlers import runtime, scheduler, scheduler_slots, starter
+from exactly_once.handlers import name_dedup, runtime, scheduler, scheduler_slots
 from tooling import events
 
 REGION = "us-east-1"
@@ -33,7 +33,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     runtime.client.cache_clear()
     scheduler_slots._client.cache_clear()
     scheduler._STARTED_SLOTS.clear()
-    starter.unusable.cache_clear()
+    name_dedup.unusable.cache_clear()
     yield
     runtime.client.cache_clear()
 

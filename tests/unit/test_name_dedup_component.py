@@ -34,7 +34,7 @@ def test_wires_rule_target_function_and_dlq() -> None:
     env = function.inputs["environment"]["variables"]
     assert env["KEY_STRATEGY"] == "key-sequencer"
     assert env["REUSE_POLICY"] == "ALLOW_DUPLICATE_FAILED_ONLY"
-    assert function.inputs["handler"] == "exactly_once.handlers.starter.handler"
+    assert function.inputs["handler"] == "exactly_once.handlers.name_dedup.handler"
     assert function.inputs["deadLetterConfig"]["targetArn"].endswith(":nd-dlq")
     permission = mocks.named("nd-invoke")
     assert permission.inputs["principal"] == "events.amazonaws.com"

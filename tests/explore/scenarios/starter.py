@@ -10,7 +10,7 @@ import os
 import random
 from typing import Any
 
-from exactly_once.handlers import executions, names, runtime, starter
+from exactly_once.handlers import executions, name_dedup, names, runtime
 from tests.explore.faults import Call, json_response
 from tests.explore.scenarios.base import (
     ARN,
@@ -92,7 +92,7 @@ class StarterSteps(Scenario):
                 name=f"explored-{tag}", definition=json.dumps(WAIT), roleArn=self.role
             )["stateMachineArn"]
         )
-        config = starter.StarterSettings(
+        config = name_dedup.StarterSettings(
             backend=executions.Backend.STEP_FUNCTIONS,
             target_arn=machine,
             key_strategy="object-key",
@@ -128,7 +128,7 @@ class StarterSteps(Scenario):
         unfounded: list[str] = []
 
         def handler(event: Any, context: Any) -> Any:
-            answer = starter.start(event, context, config)
+            answer = name_dedup.start(event, context, config)
             if answer.get("status") == "DUPLICATE":
                 names_now = [n for found in started().values() for n in found]
                 if answer["name"] not in names_now:
@@ -142,7 +142,7 @@ class StarterSteps(Scenario):
             world,
             function,
             first,
-            starter.unusable.cache_clear,
+            name_dedup.unusable.cache_clear,
             before_again=lambda: before.append(len(started().get(f"{BUCKET}/{key}", []))),
         )
         second = self.deliver(
@@ -233,7 +233,7 @@ class StarterDurable(Scenario):
         target = ARN.format("lambda", f"function:durable-{world.tag}:1")
         durable = Durable(target)
         world.injector.models.insert(0, durable.answer)
-        config = starter.StarterSettings(
+        config = name_dedup.StarterSettings(
             backend=executions.Backend.DURABLE_FUNCTION,
             target_arn=target,
             key_strategy="object-key",
@@ -244,7 +244,7 @@ class StarterDurable(Scenario):
         unfounded: list[str] = []
 
         def handler(event: Any, context: Any) -> Any:
-            answer = starter.start(event, context, config)
+            answer = name_dedup.start(event, context, config)
             if answer.get("status") == "DUPLICATE" and answer["name"] not in durable.executions:
                 unfounded.append(f"DUPLICATE of {answer['name']}, which never ran")
             return answer
@@ -253,7 +253,7 @@ class StarterDurable(Scenario):
 
         def ended_meanwhile() -> None:  # the execution runs to its end before a retry
             durable.end()
-            starter.unusable.cache_clear()
+            name_dedup.unusable.cache_clear()
 
         def runs(key: str) -> int:
             payloads = [json.loads(e["payload"]) for e in durable.executions.values()]

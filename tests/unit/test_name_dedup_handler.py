@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from exactly_once.handlers import runtime, starter
+from exactly_once.handlers import name_dedup, runtime
 from exactly_once.handlers.executions import Backend, ReusePolicy
+from exactly_once.handlers.name_dedup import StarterSettings
 from exactly_once.handlers.names import durable_execution_name
 from exactly_once.handlers.settings import SettingsError
-from exactly_once.handlers.starter import StarterSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine, s3_event
 
 
@@ -51,7 +51,7 @@ def dlq_messages(queue: str) -> list[dict]:
 def test_an_event_starts_one_execution_however_often_it_comes(deployed: dict[str, str]) -> None:
     event = s3_event()
     outcomes = [
-        starter.start(event, None, settings(deployed["machine"]))["status"] for _ in range(3)
+        name_dedup.start(event, None, settings(deployed["machine"]))["status"] for _ in range(3)
     ]
     assert outcomes == ["STARTED", "DUPLICATE", "DUPLICATE"]
     assert len(executions(deployed["machine"])) == 1
@@ -60,7 +60,7 @@ def test_an_event_starts_one_execution_however_often_it_comes(deployed: dict[str
 def test_a_bad_event_goes_to_the_dlq_with_a_reason_and_starts_nothing(
     deployed: dict[str, str],
 ) -> None:
-    result = starter.start({"detail": {"object": {}}}, None, settings(deployed["machine"]))
+    result = name_dedup.start({"detail": {"object": {}}}, None, settings(deployed["machine"]))
     assert result["status"] == "REJECTED"
     [message] = dlq_messages(deployed["queue"])
     assert "detail.object.key" in message["reason"]
@@ -71,7 +71,7 @@ def test_a_bad_event_goes_to_the_dlq_with_a_reason_and_starts_nothing(
 def test_hidden_keys_are_not_logged(
     deployed: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    starter.start(s3_event(key="alice@example.com"), None, settings(deployed["machine"], True))
+    name_dedup.start(s3_event(key="alice@example.com"), None, settings(deployed["machine"], True))
     logged = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert logged[-1]["message"] == "STARTED"
     assert "key_hash" in logged[-1]
@@ -85,15 +85,17 @@ def test_a_throttled_start_is_raised_for_redelivery_never_dead_lettered_or_count
     from botocore.stub import Stubber
 
     sent: list[str] = []
-    monkeypatch.setattr(starter, "dead_letter", lambda *a, **k: sent.append("dlq"))
+    monkeypatch.setattr(name_dedup, "dead_letter", lambda *a, **k: sent.append("dlq"))
     sfn = runtime.client("stepfunctions")
-    monkeypatch.setattr(starter, "unusable", lambda backend, arn: None)
+    monkeypatch.setattr(name_dedup, "unusable", lambda backend, arn: None)
     with Stubber(sfn) as stub:
         # The Stubber answers before botocore's retry loop, so this throttle surfaces at
         # once; the SDK's own retries are exercised through LocalStack (e2e test_faults).
         stub.add_client_error("start_execution", "ThrottlingException", http_status_code=400)
         with pytest.raises(ClientError, match="ThrottlingException"):
-            starter.start(s3_event(), None, settings("arn:aws:states:us-east-1:1:stateMachine:m"))
+            name_dedup.start(
+                s3_event(), None, settings("arn:aws:states:us-east-1:1:stateMachine:m")
+            )
     assert sent == []
 
 
@@ -107,7 +109,7 @@ def test_an_express_target_dead_letters_every_event_with_the_reason(
         name="express", definition=json.dumps(WAIT_DEFINITION), roleArn=role, type="EXPRESS"
     )["stateMachineArn"]
     # WHEN an event comes
-    result = starter.start(s3_event(), None, settings(express))
+    result = name_dedup.start(s3_event(), None, settings(express))
     # THEN nothing starts, and the event waits in the DLQ with the reason
     assert result["status"] == "REJECTED"
     [message] = dlq_messages(deployed["queue"])
@@ -217,8 +219,8 @@ def test_a_durable_backend_names_the_invoke_and_counts_a_redelivery_as_a_duplica
                 durable_execution_name(FUNCTION, "uploads/in/a.csv"), {**sent, "requestId": "r2"}
             ),
         )
-        first = starter.start(event, SimpleNamespace(aws_request_id="r1"), config)
-        second = starter.start(event, SimpleNamespace(aws_request_id="r2"), config)
+        first = name_dedup.start(event, SimpleNamespace(aws_request_id="r1"), config)
+        second = name_dedup.start(event, SimpleNamespace(aws_request_id="r2"), config)
         stub.assert_no_pending_responses()
     # THEN one execution started; the redelivery is a counted duplicate, nothing dead-lettered
     assert (first["status"], first["execution_arn"]) == ("STARTED", arn)
@@ -270,7 +272,7 @@ def test_a_durable_backend_retries_a_failed_execution_under_the_next_name(
             {"StatusCode": 202, "DurableExecutionArn": "arn-r1"},
             durable_invoke(f"{name}-r1", {**sent, "attempt": 1}),
         )
-        outcome = starter.start(event, SimpleNamespace(aws_request_id="r3"), config)
+        outcome = name_dedup.start(event, SimpleNamespace(aws_request_id="r3"), config)
         stub.assert_no_pending_responses()
     assert (outcome["status"], outcome["name"], outcome["attempt"]) == ("STARTED", f"{name}-r1", 1)
 
@@ -287,14 +289,14 @@ def test_a_durable_backend_raises_a_throttle_for_redelivery_and_refuses_a_plain_
         stub.add_client_error("invoke", "TooManyRequestsException", http_status_code=429)
         # a throttle is never a duplicate and never dead-lettered: Lambda retries the event
         with pytest.raises(ClientError, match="TooManyRequestsException"):
-            starter.start(s3_event(), SimpleNamespace(aws_request_id="r4"), config)
+            name_dedup.start(s3_event(), SimpleNamespace(aws_request_id="r4"), config)
     assert dlq_messages(deployed["queue"]) == []
     # a plain (not durable) function would ignore the name: every event is dead-lettered
-    starter.unusable.cache_clear()
+    name_dedup.unusable.cache_clear()
     with Stubber(runtime.client("lambda")) as stub:
         plain = {"FunctionName": FUNCTION}
         stub.add_response("get_function_configuration", plain, {"FunctionName": FUNCTION})
-        result = starter.start(s3_event(), SimpleNamespace(aws_request_id="r5"), config)
+        result = name_dedup.start(s3_event(), SimpleNamespace(aws_request_id="r5"), config)
     assert result["status"] == "REJECTED"
     [message] = dlq_messages(deployed["queue"])
     assert "not a durable function" in message["reason"]
@@ -309,17 +311,17 @@ def test_a_botocore_without_the_durable_api_is_named_at_cold_start_not_taken_for
     lam = runtime.client("lambda")
     invoke = lam.meta.service_model.operation_model("Invoke").input_shape.members
     monkeypatch.delitem(invoke, "DurableExecutionName")
-    starter.unusable.cache_clear()
+    name_dedup.unusable.cache_clear()
     config = settings(FUNCTION, backend=Backend.DURABLE_FUNCTION)
     try:
-        result = starter.start(s3_event(), SimpleNamespace(aws_request_id="r6"), config)
+        result = name_dedup.start(s3_event(), SimpleNamespace(aws_request_id="r6"), config)
     finally:
-        starter.unusable.cache_clear()
+        name_dedup.unusable.cache_clear()
     # THEN the event waits in the DLQ with the real reason, and nothing was called
     assert result["status"] == "REJECTED"
     [message] = dlq_messages(deployed["queue"])
     assert "no durable-execution API" in message["reason"]
-    assert starter.DURABLE_API_BOTOCORE in message["reason"]
+    assert name_dedup.DURABLE_API_BOTOCORE in message["reason"]
     # AND the botocore this project runs has it
     monkeypatch.undo()
-    assert starter.missing_durable_api(lam) is None
+    assert name_dedup.missing_durable_api(lam) is None
