@@ -21,6 +21,8 @@ GB_SECOND = 16.6667  # $ per million GB-seconds
 WRITE_UNIT = 0.625  # $ per million DynamoDB on-demand write request units
 READ_UNIT = 0.125  # $ per million read request units
 API_REQUEST = 3.50  # $ per million REST API requests
+LOG_GB = 0.50  # $ per GB ingested into CloudWatch Logs (standard class)
+PRICES_AS_OF = "2026-12-06"  # the pricing pages these were read from (docs/cost.md)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +100,43 @@ def firing_cost(counts: Counts, per_second: float, slot_seconds: float = 1.0) ->
 
 
 DENSITIES = {"1/min": 1 / 60, "1/s": 1.0, "10/s": 10.0, "100/s": 100.0}
+
+
+# -- all in: what a team pays per million messages ------------------------------------------
+# Every function's log lines for one message: the API's, the stream starter's (its STANDBY
+# and final images), the slot function's share, and Lambda's START/END/REPORT lines per
+# invocation shared by the messages of a slot or a batch; ~1 KB as #44 measured them (the
+# slot's own share is counted in tests/unit/test_scheduler_slots.py).
+LOG_BYTES_PER_MESSAGE = 1024
+# A Lambda cold start's INIT, billed since 1 August 2025 like the invoke (AWS Compute
+# Blog, "AWS Lambda standardizes billing for INIT Phase"): the handlers import lazily.
+INIT_SECONDS = 0.5
+# A message registered further ahead than the window is RESERVED, and moved to STANDBY by
+# the sweep: one more UpdateItem (the table, and the index's delete and put).
+RESERVED_MOVE_UNITS = 3
+
+
+def all_in(per_second: float, item_kb: int = 1, beyond_window: float = 0.0) -> dict[str, float]:
+    """$ per million messages fired by the slot clock at `per_second`, registered in
+    batches of 100, everything counted: firing, registration, log ingestion, items of
+    `item_kb` KB (each table write is a unit per KB; the index holds keys and lane only),
+    the share `beyond_window` registered past the window (one more write), and the slot
+    function's INIT when its environment is new (a slot a minute apart or more: every
+    invocation; at a second apart or less Lambda keeps it warm)."""
+    per_slot = max(1.0, per_second)
+    table_writes = 3  # registration, claim, final status: one table write each
+    parts = {
+        "firing": firing_cost(SLOT, per_second),
+        "registration": REGISTRATION["batches of 100"],
+        "logs": LOG_BYTES_PER_MESSAGE / 1e9 * LOG_GB * 1e6,
+        "item size": table_writes * (item_kb - 1) * WRITE_UNIT,
+        "reserved": beyond_window * RESERVED_MOVE_UNITS * WRITE_UNIT,
+        "init": (INIT_SECONDS * SLOT.memory_gb * GB_SECOND / per_slot) if per_second < 1 else 0.0,
+    }
+    return {**parts, "total": sum(parts.values())}
+
+
+ALL_IN_RATES = {"1/s": 1.0, "10/s": 10.0, "100/s": 100.0}
 
 
 def cost_table() -> dict[str, dict[str, float]]:

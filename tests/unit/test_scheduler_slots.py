@@ -489,7 +489,7 @@ def test_the_status_index_spreads_messages_over_lanes_and_forgets_ended_ones(
 
 
 def test_the_cost_model_counts_what_a_slot_does(
-    config: SchedulerSettings, sent: list[tuple[str, float]]
+    config: SchedulerSettings, sent: list[tuple[str, float]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """benchmarks/scheduler_model.py prices these counts: here they are counted."""
     from benchmarks import scheduler_model
@@ -499,7 +499,12 @@ def test_the_cost_model_counts_what_a_slot_does(
     calls: list[str] = []
     ddb = scheduler_slots._client("dynamodb")
     ddb.meta.events.register("before-call.*.*", lambda model, **_: calls.append(model.name))
+    capsys.readouterr()
     scheduler_slots.fire(config.table, slot, "execution-1")
+    # the log lines it writes (CloudWatch Logs bills ingestion by the byte): its share of
+    # what the model prices per message for every function's lines
+    logged = len(capsys.readouterr().out.encode())
+    assert 0 < logged / len(ids) <= scheduler_model.LOG_BYTES_PER_MESSAGE / 4, logged
     # two writes per message (the claim, the final status), one Query per lane, twice
     assert calls.count("UpdateItem") == 2 * len(ids)
     assert calls.count("Query") * 0.5 == scheduler_model.SLOT.read_units_per_execution
@@ -840,3 +845,23 @@ def test_an_overdue_standby_message_whose_own_execution_ended_unfired_restarts_i
     assert result["restarted"] == 1
     restart = scheduler_slots.restart_name(slot, swept)
     assert restart in names(slots.slot_machine_arn)
+
+
+def test_docs_cost_all_in_table_is_the_models() -> None:
+    """docs/cost.md's "The scheduler all in" rows are what benchmarks/scheduler_model.py
+    computes, and the goal holds: at most $15 per million at 10 a second."""
+    from pathlib import Path
+
+    from benchmarks import scheduler_model
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cost.md").read_text()
+    for rate in scheduler_model.ALL_IN_RATES.values():
+        parts = scheduler_model.all_in(rate)
+        row = (
+            f"| {rate:g} | {parts['firing']:.2f} | {parts['registration']:.2f} | "
+            f"{parts['logs']:.2f} | **{parts['total']:.2f}** | "
+            f"{scheduler_model.all_in(rate, 4)['total']:.2f} | "
+            f"{scheduler_model.all_in(rate, 1, 1.0)['total']:.2f} |"
+        )
+        assert row in text, row
+    assert scheduler_model.all_in(10.0, 2)["total"] <= 15
