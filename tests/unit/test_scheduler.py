@@ -228,6 +228,21 @@ def test_a_batch_registers_each_entry_by_its_own_key_and_answers_each(
         ([{"id": "a b", "idempotencyKey": "k"}], "an id of 1 to 80"),
         ([{"id": "a", "idempotencyKey": "k"}, {"id": "a", "idempotencyKey": "j"}], "distinct"),
         ([{"id": "a"}], "its own idempotencyKey"),
+        # 100 entries of 31 KB each (each within the per-message 32 KB): 3.1 MB, which
+        # escaped inside the proxy event could pass Lambda's 6 MB
+        (
+            [
+                {
+                    "id": str(n),
+                    "idempotencyKey": str(n),
+                    "publishTime": time.time() + 3600,
+                    "channel": "demo",
+                    "parameters": {"blob": '"' * 31 * 1024},
+                }
+                for n in range(100)
+            ],
+            "send it as smaller batches",
+        ),
     ],
 )
 def test_a_malformed_batch_is_a_400_and_stores_nothing(
