@@ -436,6 +436,16 @@ def scheduler_rows(sch: dict[str, Any]) -> list[str]:
         f"a Choice) | {slot['transitions']} | "
         f"{one['transitions']} {alt} | {slot['transitions'] / max(one['transitions'], 1):.4f} |",
     ]
+    return rows + model_rows()
+
+
+def model_rows() -> list[str]:
+    """The scheduler model's rows (no LocalStack): the burst on AWS's quotas, a cold slot
+    by the slot function's memory, the cost per million by density and by registration."""
+    from benchmarks import scheduler_model as model
+
+    alt = "(one execution per message)"
+    rows = []
     burst = model.burst_table()
     ours = burst[next(iter(burst))]
     for name, row in list(burst.items())[1:]:
@@ -450,6 +460,19 @@ def scheduler_rows(sch: dict[str, Any]) -> list[str]:
             f"| scheduler: $ per million messages fired at {density} (model, from counted "
             f"calls) | {cost['slot clock']:.2f} (slot clock) | {cost['per message']:.2f} {alt} | "
             f"{cost['slot clock'] / cost['per message']:.3f} |"
+        )
+    memory = model.memory_table()
+    chosen = memory[model.SLOT_MEMORY_MB]
+    for size, row in memory.items():
+        if size == model.SLOT_MEMORY_MB:
+            continue
+        rows.append(
+            f"| scheduler on AWS's quotas (model fed measured CPU): a cold slot of "
+            f"{model.scheduler_slots.CHUNK} messages, lateness first / p99 s; $ per million "
+            f"at 10/s | {chosen['first']:.2f} / {chosen['p99']:.2f}; "
+            f"{chosen['dollars_at_10_per_s']:.2f} ({model.SLOT_MEMORY_MB} MB, the default) | "
+            f"{row['first']:.2f} / {row['p99']:.2f}; {row['dollars_at_10_per_s']:.2f} "
+            f"({size} MB) | {chosen['dollars_at_10_per_s'] / row['dollars_at_10_per_s']:.3f} |"
         )
     batch, single = model.REGISTRATION["batches of 100"], model.REGISTRATION["one POST each"]
     rows.append(

@@ -12,6 +12,7 @@ import dataclasses
 import heapq
 import math
 
+from exactly_once.components.scheduler import SLOT_MEMORY_MB
 from exactly_once.handlers import scheduler_index, scheduler_slots
 
 # -- prices (us-east-1 list prices, docs/cost.md) --------------------------------------------
@@ -49,7 +50,7 @@ SLOT = Counts(
     invocations_per_execution=1,
     # woken LEAD_SECONDS ahead, the slot's second, delivery and the status writes
     seconds_per_invocation=scheduler_slots.LEAD_SECONDS + 1.2,
-    memory_gb=0.25,
+    memory_gb=SLOT_MEMORY_MB / 1024,
     write_units_per_message=CLAIM_UNITS + FINAL_UNITS,
     # a Query per lane, twice (the wake's read and the read after the deliveries),
     # eventually consistent under 4 KB: half a unit each
@@ -191,12 +192,24 @@ class Latencies:
     deliver: float = 0.030  # a warm target: its invoke and its own work
     cold_start: float = 0.6  # a Python function's first invocation
     read_page: float = 0.020  # a Query page (1 MB)
-    # CPU an AWS call costs the caller (serializing, signing, parsing), seconds of one vCPU;
-    # Lambda allots one vCPU at 1,769 MB, in proportion below it
-    cpu_per_call: float = 0.0004
+    # CPU an AWS call costs the caller (botocore's serializing, signing and parsing, over a
+    # kept-alive connection without TLS), seconds of one vCPU, as `measured_cpu_per_call`
+    # found on this project's CI machine (the 0.4 ms assumed before was a guess); Lambda
+    # allots one vCPU at 1,769 MB, in proportion below it
+    cpu_per_call: float = 0.00125
+    # CPU a cold start spends before the first call, seconds of one vCPU: the handler's
+    # imports and its clients, built once (scheduler_slots.clients), as
+    # `measured_init_cpu` found: it takes 1 / vCPU times as long in a smaller function
+    init_cpu: float = 0.24
 
 
-SLOT_VCPU, WORKER_VCPU = 256 / 1769, 1.0
+def vcpu(memory_mb: int) -> float:
+    """Lambda's CPU share: a whole vCPU at 1,769 MB, in proportion below it (Lambda
+    developer guide, "Configure Lambda function memory")."""
+    return min(1.0, memory_mb / 1769)
+
+
+SLOT_VCPU, WORKER_VCPU = vcpu(SLOT_MEMORY_MB), 1.0  # the slots function, its workers
 
 
 def _token_times(requests: list[float], bucket: int, refill: float) -> list[float]:
@@ -220,6 +233,7 @@ def slot_burst(
     latency: Latencies = Latencies(),
     chunk: int = scheduler_slots.CHUNK,
     threads: int = scheduler_slots.THREADS,
+    slot_vcpu: float = SLOT_VCPU,
 ) -> list[float]:
     """Lateness of each of `n` messages due in one second (spread evenly over it) fired by
     one slot clock: woken LEAD_SECONDS ahead, the slot function (cold) reads the index
@@ -229,10 +243,11 @@ def slot_burst(
     are limited by the table's and the index's write rates and the index's partitions."""
     wake = -float(scheduler_slots.LEAD_SECONDS)
     read = latency.read_page * max(1, math.ceil(n * 80 / 1_000_000))
-    start = wake + latency.cold_start + read
-    workers, vcpu = 1, SLOT_VCPU
+    start = wake + latency.cold_start + latency.init_cpu / slot_vcpu + read
+    workers, share_vcpu = 1, slot_vcpu
     if n > chunk:
-        workers, vcpu = min(scheduler_index.LANES, math.ceil(n / chunk)), WORKER_VCPU
+        workers, share_vcpu = min(scheduler_index.LANES, math.ceil(n / chunk)), WORKER_VCPU
+        start += latency.init_cpu / WORKER_VCPU
         if workers + 1 > quotas.lambda_concurrency:
             raise ValueError("more workers than the account's concurrency")
         # their cold start (past lambda_scaling new environments, the next 10 s) and read
@@ -244,11 +259,11 @@ def slot_burst(
     rate = quotas.claims_per_second()
     claiming = max(
         math.ceil(share / threads) * latency.write,
-        share * latency.cpu_per_call / vcpu,
+        share * latency.cpu_per_call / share_vcpu,
         n / rate,
     )
     claimed = start + claiming
-    per_delivery_cpu = 2 * latency.cpu_per_call / vcpu
+    per_delivery_cpu = 2 * latency.cpu_per_call / share_vcpu
     lateness = []
     due = [i / n for i in range(n)]
     for worker in range(workers):
@@ -311,3 +326,116 @@ def burst_table(n: int = 10_000) -> dict[str, dict[str, float]]:
         name: {"p50": quantile(v, 0.5), "p99": quantile(v, 0.99), "max": v[-1]}
         for name, v in rows.items()
     }
+
+
+# -- the slot function's memory ---------------------------------------------------------------
+MEMORY_SIZES = (256, 512, 1024, 1769)
+
+
+def memory_table(n: int = scheduler_slots.CHUNK) -> dict[int, dict[str, float]]:
+    """A cold slot of `n` messages (the most one function fires alone) by the slots
+    function's memory: first-delivery, p99 and max lateness, seconds (the model fed the
+    measured CPU per call and per cold start); and the slot function's share of the $ per
+    million messages at 10 a second."""
+    latency = Latencies()
+    rows = {}
+    for memory in MEMORY_SIZES:
+        late = slot_burst(n, latency=latency, slot_vcpu=vcpu(memory))
+        invocation = LAMBDA_REQUEST + SLOT.seconds_per_invocation * memory / 1024 * GB_SECOND
+        rows[memory] = {
+            "first": late[0],
+            "p99": quantile(late, 0.99),
+            "max": late[-1],
+            "dollars_at_10_per_s": invocation / 10,
+        }
+    return rows
+
+
+def measured_init_cpu() -> float:
+    """CPU seconds the slot function's cold start spends in a fresh interpreter: importing
+    its module and building its clients (as its handler does before the first call)."""
+    import os
+    import subprocess
+    import sys
+
+    script = (
+        "import time; t = time.process_time(); "
+        "from exactly_once.handlers import scheduler_slots; scheduler_slots.clients(); "
+        "print(time.process_time() - t)"
+    )
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
+    runs = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
+            ).stdout
+        )
+        for _ in range(3)
+    ]
+    return sorted(runs)[1]
+
+
+def measured_cpu_per_call(calls: int = 500) -> float:
+    """CPU seconds one UpdateItem costs its caller, against a moto server in another
+    process (so only the client's CPU is counted)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import boto3
+    from botocore.config import Config
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        ddb = boto3.client(
+            "dynamodb",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+            config=Config(retries={"total_max_attempts": 1}),
+        )
+        ddb.create_table(
+            TableName="t",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+
+        def claim(key: str) -> None:  # the slot's claim, as scheduler_slots sends it
+            ddb.update_item(
+                TableName="t",
+                Key={"pk": {"S": f"MESSAGE#{key}"}},
+                UpdateExpression="SET #s = :s, claimed_by = :c",
+                ConditionExpression="attribute_not_exists(pk) OR #s = :e",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues={
+                    ":s": {"S": "FIRING"},
+                    ":c": {"S": "execution#1"},
+                    ":e": {"S": "STANDBY"},
+                },
+            )
+
+        for i in range(50):  # warm: connection, models, caches
+            claim(f"warm-{i}")
+        started = time.process_time()
+        for i in range(calls):
+            claim(str(i))
+        return (time.process_time() - started) / calls
+    finally:
+        server.terminate()
+        server.wait()

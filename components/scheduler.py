@@ -71,6 +71,12 @@ CLOCK_TIMEOUT_SECONDS = LEAD_SECONDS + 8
 # are dead (Lambda stops a function at its timeout) before a retry of it could take up
 # their claims (handlers/scheduler_slots.py: a claim's lease).
 SLOT_TIMEOUT_SECONDS = 900
+# The slots function's memory, chosen from measured CPU (benchmarks/scheduler_model.py:
+# memory_table): its cold start (imports and six clients, 0.24 s of one vCPU) and 50
+# claims take about 2.1 s at 256 MB (0.14 vCPU), past its 2 s lead: a cold slot's
+# messages fired ~0.5 s late. At 512 MB they fire on time, for $1.33 more per million
+# messages at 10 a second (docs/cost.md). platform.functions["slots"] overrides it.
+SLOT_MEMORY_MB = 512
 WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60
 # What the stream starter is given: STANDBY images (to start), and a FIRING message's
 # final image (its Fired, lateness or Failed metrics: no function of ours sees those).
@@ -599,6 +605,7 @@ class Scheduler(Component):
             environment=SlotSettings.environment(table=table.name, workers_function=workers.arn)
             | environment,
             timeout=SLOT_TIMEOUT_SECONDS,
+            memory_size=SLOT_MEMORY_MB,
             parent=self,
             platform=self._platform,
         ).function

@@ -864,4 +864,4 @@ def test_docs_cost_all_in_table_is_the_models() -> None:
             f"{scheduler_model.all_in(rate, 1, 1.0)['total']:.2f} |"
         )
         assert row in text, row
-    assert scheduler_model.all_in(10.0, 2)["total"] <= 15
+    assert scheduler_model.all_in(10.0)["total"] <= 15
