@@ -99,7 +99,11 @@ class Engine(pulumi.runtime.Mocks):
     @staticmethod
     def physical_name(logical: str, inputs: dict[str, Any], key: str = "name") -> str:
         """The given name, or an auto-name like Pulumi's: logical name plus a random suffix."""
-        return inputs.get(key) or f"{logical}-{secrets.token_hex(4)[:7]}"
+        if inputs.get(key):
+            return str(inputs[key])
+        if inputs.get("namePrefix"):  # e.g. a vended-logs group (platform.py)
+            return f"{inputs['namePrefix']}{secrets.token_hex(4)[:7]}"
+        return f"{logical}-{secrets.token_hex(4)[:7]}"
 
     def _record(self, typ: str, name: str, id_: str, outputs: Outputs) -> None:
         with self._lock:
@@ -317,6 +321,11 @@ def delete_bucket_notification(e: Engine, id_: str, _: Outputs) -> None:
     )
 
 
+def _tags(i: dict[str, Any], key: str = "Key", value: str = "Value") -> list[dict[str, str]]:
+    """The resource's `tags` input as AWS's list of pairs (platform.tags)."""
+    return [{key: k, value: str(v)} for k, v in (i.get("tags") or {}).items()]
+
+
 def _noop_delete(e: Engine, id_: str, outputs: Outputs) -> None:
     """Sub-configurations (of a bucket, of a REST API) go with their parent."""
 
@@ -324,9 +333,13 @@ def _noop_delete(e: Engine, id_: str, outputs: Outputs) -> None:
 # IAM
 def create_role(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
     role = e.physical_name(name, i)
-    arn = e.client("iam").create_role(
-        RoleName=role, AssumeRolePolicyDocument=i["assumeRolePolicy"]
-    )["Role"]["Arn"]
+    params: dict[str, Any] = {"RoleName": role, "AssumeRolePolicyDocument": i["assumeRolePolicy"]}
+    if i.get("tags"):
+        params["Tags"] = _tags(i)
+    for key, param in (("permissionsBoundary", "PermissionsBoundary"), ("path", "Path")):
+        if i.get(key):
+            params[param] = i[key]
+    arn = e.client("iam").create_role(**params)["Role"]["Arn"]
     return role, {"arn": arn, "name": role}
 
 
@@ -357,7 +370,7 @@ def delete_role_policy(e: Engine, id_: str, _: Outputs) -> None:
 def create_log_group(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
     group = e.physical_name(name, i)
     logs = e.client("logs")
-    logs.create_log_group(logGroupName=group)
+    logs.create_log_group(logGroupName=group, **({"tags": i["tags"]} if i.get("tags") else {}))
     if i.get("retentionInDays"):
         logs.put_retention_policy(logGroupName=group, retentionInDays=int(i["retentionInDays"]))
     return group, {"name": group, "arn": e.arn("logs", f"log-group:{group}")}
@@ -380,7 +393,8 @@ def create_queue(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]
     }
     if i.get("sqsManagedSseEnabled"):
         attributes["SqsManagedSseEnabled"] = "true"
-    url = e.client("sqs").create_queue(QueueName=queue, Attributes=attributes)["QueueUrl"]
+    extra = {"tags": {k: str(v) for k, v in i["tags"].items()}} if i.get("tags") else {}
+    url = e.client("sqs").create_queue(QueueName=queue, Attributes=attributes, **extra)["QueueUrl"]
     return url, {"url": url, "name": queue, "arn": e.arn("sqs", queue)}
 
 
@@ -410,6 +424,7 @@ def create_metric_alarm(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, O
         TreatMissingData=i.get("treatMissingData") or "missing",
         AlarmActions=list(i.get("alarmActions") or []),
         OKActions=list(i.get("okActions") or []),
+        Tags=_tags(i),
     )
     return alarm, {"name": alarm, "arn": e.arn("cloudwatch", f"alarm:{alarm}")}
 
@@ -457,7 +472,19 @@ def create_function(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outpu
         params["LoggingConfig"] = {
             "LogFormat": logging_config.get("logFormat", "Text"),
             **({"LogGroup": logging_config["logGroup"]} if logging_config.get("logGroup") else {}),
+            **{
+                param: logging_config[key]
+                for key, param in (
+                    ("applicationLogLevel", "ApplicationLogLevel"),
+                    ("systemLogLevel", "SystemLogLevel"),
+                )
+                if logging_config.get(key)
+            },
         }
+    if mode := (i.get("tracingConfig") or {}).get("mode"):
+        params["TracingConfig"] = {"Mode": mode}
+    if i.get("tags"):
+        params["Tags"] = {k: str(v) for k, v in i["tags"].items()}
     if durable := i.get("durableConfig"):
         params["DurableConfig"] = {
             "ExecutionTimeout": int(durable["executionTimeout"]),
@@ -515,12 +542,25 @@ def delete_permission(e: Engine, id_: str, _: Outputs) -> None:
 # Step Functions
 def create_state_machine(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
     machine = e.physical_name(name, i)
-    arn = e.client("stepfunctions").create_state_machine(
-        name=machine,
-        definition=i["definition"],
-        roleArn=i["roleArn"],
-        type=i.get("type") or "STANDARD",
-    )["stateMachineArn"]
+    params: dict[str, Any] = {
+        "name": machine,
+        "definition": i["definition"],
+        "roleArn": i["roleArn"],
+        "type": i.get("type") or "STANDARD",
+    }
+    if i.get("tags"):
+        params["tags"] = _tags(i, "key", "value")
+    if (i.get("tracingConfiguration") or {}).get("enabled"):
+        params["tracingConfiguration"] = {"enabled": True}
+    if logging := i.get("loggingConfiguration"):
+        params["loggingConfiguration"] = {
+            "level": logging["level"],
+            "includeExecutionData": bool(logging.get("includeExecutionData")),
+            "destinations": [
+                {"cloudWatchLogsLogGroup": {"logGroupArn": logging["logDestination"]}}
+            ],
+        }
+    arn = e.client("stepfunctions").create_state_machine(**params)["stateMachineArn"]
     return arn, {"arn": arn, "name": machine}
 
 
@@ -543,6 +583,8 @@ def create_event_rule(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Out
     ):
         if i.get(key):
             params[param] = i[key]
+    if i.get("tags"):
+        params["Tags"] = _tags(i)
     arn = e.client("events").put_rule(**params)["RuleArn"]
     return f"{bus}/{rule}" if bus != "default" else rule, {"arn": arn, "name": rule}
 
@@ -634,6 +676,8 @@ def create_table(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]
             }
             for index in indexes
         ]
+    if i.get("tags"):
+        params["Tags"] = _tags(i)
     ddb = e.client("dynamodb")
     description = ddb.create_table(**params)["TableDescription"]
     ddb.get_waiter("table_exists").wait(TableName=table)
@@ -710,6 +754,8 @@ def create_rest_api(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outpu
         params["description"] = i["description"]
     if types := (i.get("endpointConfiguration") or {}).get("types"):
         params["endpointConfiguration"] = {"types": [types] if isinstance(types, str) else types}
+    if i.get("tags"):
+        params["tags"] = {k: str(v) for k, v in i["tags"].items()}
     api = _api(e).create_rest_api(**params)
     root = next(
         r["id"] for r in _api(e).get_resources(restApiId=api["id"])["items"] if r["path"] == "/"
@@ -827,7 +873,13 @@ def create_deployment(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Out
 
 def create_stage(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
     api, stage = i["restApi"], i["stageName"]
-    _api(e).create_stage(restApiId=api, stageName=stage, deploymentId=i["deployment"])
+    _api(e).create_stage(
+        restApiId=api,
+        stageName=stage,
+        deploymentId=i["deployment"],
+        tracingEnabled=bool(i.get("xrayTracingEnabled")),
+        **({"tags": {k: str(v) for k, v in i["tags"].items()}} if i.get("tags") else {}),
+    )
     return f"ags-{api}-{stage}", {
         # LocalStack's path-style URL: no DNS needed for {api}.execute-api.localhost...
         "invokeUrl": f"{e.endpoint}/_aws/execute-api/{api}/{stage}",

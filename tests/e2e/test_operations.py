@@ -144,3 +144,33 @@ def test_the_handlers_metrics_reach_cloudwatch(stack: dict[str, Any]) -> None:
     assert eventually(lambda: total("Started")) >= 1
     assert eventually(lambda: total("DuplicateSuppressed")) >= 1
     assert eventually(lambda: total("Rejected")) >= 1
+
+
+def test_the_platform_options_reach_the_deployed_resources(stack: dict[str, Any]) -> None:
+    """Pulumi.local.yaml gives the scheduler every PlatformOptions field (docs/platform.md):
+    LocalStack's resources carry them, as deployed by `python -m deploy`."""
+    out = stack["scheduler"]
+    function = client("lambda").get_function(FunctionName=out["slotFunction"])
+    config = function["Configuration"]
+    assert config["TracingConfig"]["Mode"] == "Active"
+    assert config["LoggingConfig"]["LogFormat"] == "JSON"
+    assert config["LoggingConfig"]["SystemLogLevel"] == "WARN"
+    assert config["LoggingConfig"]["ApplicationLogLevel"] == "TRACE"
+    assert config["MemorySize"] == 512  # the slots function's size (docs/scheduler.md)
+    assert function["Tags"]["team"] == "e2e"
+    [group] = client("logs").describe_log_groups(
+        logGroupNamePrefix=config["LoggingConfig"]["LogGroup"]
+    )["logGroups"]
+    assert group["retentionInDays"] == 7
+    for machine in (out["stateMachineArn"], out["slotStateMachineArn"]):
+        described = client("stepfunctions").describe_state_machine(stateMachineArn=machine)
+        assert described["tracingConfiguration"]["enabled"] is True
+        logging = described["loggingConfiguration"]
+        assert logging["level"] == "ERROR" and logging["includeExecutionData"] is False
+        [destination] = logging["destinations"]
+        assert "/aws/vendedlogs/states/" in destination["cloudWatchLogsLogGroup"]["logGroupArn"]
+        tags = client("stepfunctions").list_tags_for_resource(resourceArn=machine)["tags"]
+        assert {"key": "team", "value": "e2e"} in tags
+    table = client("dynamodb").describe_table(TableName=out["table"])["Table"]
+    tags = client("dynamodb").list_tags_of_resource(ResourceArn=table["TableArn"])["Tags"]
+    assert {"Key": "team", "Value": "e2e"} in tags

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from parliament import analyze_policy_string
 
+from exactly_once.components.platform import STATE_MACHINE_LOGGING, STATE_MACHINE_TRACING
 from tests.unit.pulumi_harness import ROOT, run_stack
 
 POLICY_TYPES = ("aws:iam/rolePolicy:RolePolicy", "aws:sqs/queuePolicy:QueuePolicy")
@@ -22,6 +23,8 @@ STACKS = sorted(p.name.split(".")[1] for p in Path(ROOT).glob("Pulumi.*.yaml"))
 # Actions AWS grants only on "*" (no resource-level permissions), per the Service
 # Authorization Reference; parliament requires "*" for them too.
 STAR_ONLY = {"dynamodb:ListStreams"}
+# and what tracing and Step Functions logging add (components/platform.py)
+STAR_ONLY |= {*STATE_MACHINE_TRACING, *STATE_MACHINE_LOGGING}
 
 
 @functools.cache
