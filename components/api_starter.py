@@ -119,6 +119,9 @@ class ApiGatewayStarter(Component):
     """Pattern 2: POST /start, whose mapping template names the execution by the request's
     key (no Lambda): 200 for a new execution, 409 for a duplicate."""
 
+    _kind = "ApiGatewayStarter"
+    _functions = ()
+
     alarm_names: pulumi.Output[list[str]]
     """Its alarms (its 5xx answers, its DLQ not empty; docs/operations.md)."""
     dashboard_name: pulumi.Output[str] | None

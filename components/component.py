@@ -4,7 +4,7 @@ resource they create takes, their alarms and dashboard, and their outputs."""
 # No `from __future__ import annotations`: the Pulumi package analyzer reads these
 # annotations as types (docs/pulumi-package.md).
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import pulumi
 
@@ -16,7 +16,13 @@ PACKAGE = "exactly-once"
 
 
 class Component(pulumi.ComponentResource):
-    """A component of the package: `exactly-once:index:<its class name>`."""
+    """A component of the package: `exactly-once:index:<_kind>`."""
+
+    # Its type token's name, fixed per class (a subclass of a user's keeps it, so its
+    # resources' URNs do not move), and the names of the functions it makes (what
+    # platform.functions may size).
+    _kind: ClassVar[str]
+    _functions: ClassVar[tuple[str, ...]] = ()
 
     alarm_names: pulumi.Output[list[str]]
     """The names of the component's alarms."""
@@ -31,8 +37,9 @@ class Component(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None,
     ) -> None:
         self._platform = Platform(name, platform)
+        self._platform.check(self._functions)  # before any resource: fails where written
         super().__init__(
-            f"{PACKAGE}:index:{type(self).__name__}",
+            f"{PACKAGE}:index:{self._kind}",
             name,
             {},
             self._platform.resource_options(with_role_options(opts, roles)),
@@ -42,7 +49,7 @@ class Component(pulumi.ComponentResource):
     def _finish(self, watch: Watch, outputs: Mapping[str, Any]) -> None:
         """The last step of a component's constructor: its watch finished, its platform
         options checked against what it made, its outputs registered."""
-        self._platform.check()
+        self._platform.check(self._platform.functions)
         dashboard = watch.finish()
         self.alarm_names = pulumi.Output.all(*[alarm.name for alarm in watch.alarms])
         self.dashboard_name = dashboard.dashboard_name if dashboard is not None else None

@@ -62,9 +62,10 @@ def as_args(cls: type[T], args: T | Mapping[str, Any]) -> T:
     TypeScript, Go, C#, Java or YAML program sends."""
     if isinstance(args, cls):
         # validated again: a program may have changed a field since __post_init__
-        validate = getattr(args, "validate", None)
-        if validate is not None:
-            validate()
+        for value in (args, *vars(args).values()):  # nested options too (roles, platform)
+            # (is_dataclass first: getattr on a pulumi Output lifts, it never says None)
+            if dataclasses.is_dataclass(value) and hasattr(value, "validate"):
+                value.validate()
         return args
     if not isinstance(args, Mapping):
         raise TypeError(f"{cls.__name__}: expected {cls.__name__} or a dict, got {args!r}")

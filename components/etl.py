@@ -210,6 +210,9 @@ class IdempotentEtl(Component):
     """Pattern 5: your transform, run on every object put in a bucket, with exactly one
     output per input object version."""
 
+    _kind = "IdempotentEtl"
+    _functions = ("transform",)
+
     alarm_names: pulumi.Output[list[str]]
     """Its alarms (DLQ not empty, inputs rejected; docs/operations.md)."""
     dashboard_name: pulumi.Output[str] | None

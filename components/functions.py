@@ -156,7 +156,7 @@ def handler_function(
     if durable is not None:
         requirements = (DURABLE_SDK, *requirements)
     runtime = RUNTIME if durable is None else DURABLE_RUNTIME
-    settings = platform.function(name, memory_size, timeout)
+    settings = platform.function(name, memory_size, timeout, environment.get("LOG_LEVEL"))
     function = aws.lambda_.Function(
         name,
         runtime=runtime,

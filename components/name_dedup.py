@@ -134,6 +134,9 @@ class NameDedupStarter(Component):
     """Pattern 1: EventBridge -> starter Lambda -> StartExecution named by the event's key,
     so a redelivered event starts nothing new."""
 
+    _kind = "NameDedupStarter"
+    _functions = ("starter",)
+
     alarm_names: pulumi.Output[list[str]]
     """Its alarms (its DLQ not empty; docs/operations.md)."""
     dashboard_name: pulumi.Output[str] | None
@@ -164,7 +167,8 @@ class NameDedupStarter(Component):
         self.dlq = dead_letter_queue(name, self)
         starter = handler_function(
             f"{name}-starter",
-            handler="exactly_once.handlers.name_dedup.handler",
+            # handlers/starter.py: the 0.3 string, kept through 0.4 for a safe upgrade
+            handler="exactly_once.handlers.starter.handler",
             statements=statements,
             environment={
                 **StarterSettings.environment(

@@ -12,6 +12,7 @@ import enum
 import functools
 import importlib
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -123,6 +124,8 @@ class PlatformOptions:
                 f"log_retention_days {self.log_retention_days}: CloudWatch Logs keeps lines "
                 f"for one of {', '.join(map(str, RETENTION_DAYS))} days (0: forever)"
             )
+        if len(self.tags) > 50:
+            raise ValueError(f"{len(self.tags)} tags: AWS resources take at most 50")
         for key, value in self.tags.items():
             # Tagging best practices (AWS whitepaper): keys up to 128, values up to 256
             # characters; the aws: prefix is AWS's own.
@@ -160,26 +163,33 @@ class Platform:
 
         return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[tag]))
 
-    def function(self, name: str, memory_size: int, timeout: int) -> dict[str, Any]:
-        """A function's inputs that the platform sets (`name`: its Pulumi name)."""
+    def function(
+        self, name: str, memory_size: int, timeout: int, log_level: object = None
+    ) -> dict[str, Any]:
+        """A function's inputs that the platform sets (`name`: its Pulumi name;
+        `log_level`: its handler's LOG_LEVEL, if it has one)."""
         self.functions.append(self._short(name))
         size = self.options.functions.get(self._short(name), FunctionOptions())
         options = self.options
         logging: dict[str, Any] = {"log_format": str(options.log_format)}
         if options.log_format == LogFormat.JSON:
-            # The handlers filter by their own LOG_LEVEL, and write WARNING (Python's
-            # name), which Lambda's filter reads as INFO (Lambda developer guide,
-            # "Log-level filtering": an invalid level is INFO): Lambda keeps every line.
+            # The handlers filter by their own LOG_LEVEL; Lambda's filter keeps what they
+            # write: INFO, or DEBUG for a handler at DEBUG (their WARNING, Python's name,
+            # reads as INFO to it: Lambda developer guide, "Log-level filtering", an
+            # invalid level is INFO). Never lower: the runtime sets the root logger to
+            # this level, and botocore's DEBUG records carry request bodies.
+            debug = str(log_level).upper() == "DEBUG"
             logging |= {
-                "application_log_level": "TRACE",
+                "application_log_level": "DEBUG" if debug else "INFO",
                 "system_log_level": str(options.system_log_level),
             }
+        # Off is sent as off (PassThrough, AWS's default), not left out: the AWS provider
+        # keeps a setting it is no longer given, so tracing once on would stay on.
+        mode = "Active" if options.tracing else "PassThrough"
         return {
             "memory_size": size.memory_size or memory_size,
             "timeout": size.timeout or timeout,
-            "tracing_config": (
-                aws.lambda_.FunctionTracingConfigArgs(mode="Active") if options.tracing else None
-            ),
+            "tracing_config": aws.lambda_.FunctionTracingConfigArgs(mode=mode),
             "logging": logging,
         }
 
@@ -194,19 +204,22 @@ class Platform:
         """A state machine's inputs that the platform sets, and what its role then needs
         (with logging on, its log group)."""
         options = self.options
-        inputs: dict[str, Any] = {}
         statements: list[dict[str, Any]] = []
+        # Off is sent as off, not left out (the AWS provider keeps a setting it is no
+        # longer given): tracing disabled, logging OFF.
+        inputs: dict[str, Any] = {
+            "tracing_configuration": aws.sfn.StateMachineTracingConfigurationArgs(
+                enabled=bool(options.tracing)
+            ),
+            "logging_configuration": aws.sfn.StateMachineLoggingConfigurationArgs(level="OFF"),
+        }
         if options.tracing:
-            inputs["tracing_configuration"] = aws.sfn.StateMachineTracingConfigurationArgs(
-                enabled=True
-            )
             statements.append(
                 {"Effect": "Allow", "Action": list(STATE_MACHINE_TRACING), "Resource": ["*"]}
             )
         if options.state_machine_log_level != StateMachineLogLevel.OFF:
-            # /aws/vendedlogs/: the prefix AWS recommends for vended logs, so CloudWatch
-            # Logs' resource policy (5,120 characters) does not grow per log group (Step
-            # Functions developer guide, "Logging using CloudWatch Logs").
+            # /aws/vendedlogs/: the prefix AWS recommends for the log groups of vended
+            # logs (Step Functions developer guide, "Logging using CloudWatch Logs").
             group = aws.cloudwatch.LogGroup(
                 f"{name}-logs",
                 name_prefix=f"/aws/vendedlogs/states/{name}-",
@@ -223,13 +236,14 @@ class Platform:
             )
         return inputs, statements
 
-    def check(self) -> None:
-        """Every `functions` key names a function this component made."""
-        unknown = sorted(set(self.options.functions) - set(self.functions))
+    def check(self, functions: Sequence[str]) -> None:
+        """Every `functions` key names one of `functions` (the component's)."""
+        unknown = sorted(set(self.options.functions) - set(functions))
         if unknown:
+            names = ", ".join(sorted(functions)) or "none"
             raise ValueError(
                 f"platform.functions: {', '.join(map(repr, unknown))} is not a function of "
-                f"{self.component!r} (its functions: {', '.join(sorted(self.functions))})"
+                f"{self.component!r} (its functions: {names})"
             )
 
     def _short(self, name: str) -> str:

@@ -161,6 +161,9 @@ class ResumableWorkflow(Component):
     """Pattern 4: a workflow with a DynamoDB checkpoint per business key; a re-run from the
     top skips the steps that already succeeded."""
 
+    _kind = "ResumableWorkflow"
+    _functions = ("checkpoint", "workflow")
+
     alarm_names: pulumi.Output[list[str]]
     """Its alarms (runs failed; docs/operations.md)."""
     dashboard_name: pulumi.Output[str] | None

@@ -74,7 +74,7 @@ SLOT_TIMEOUT_SECONDS = 900
 # The slots function's memory, chosen from measured CPU (benchmarks/scheduler_model.py:
 # memory_table): its cold start (imports and six clients, 0.24 s of one vCPU) and 50
 # claims take about 2.1 s at 256 MB (0.14 vCPU), past its 2 s lead: a cold slot's
-# messages fired ~0.5 s late. At 512 MB they fire on time, for $1.33 more per million
+# messages fired ~0.6 s late. At 512 MB they fire on time, for $1.33 more per million
 # messages at 10 a second (docs/cost.md). platform.functions["slots"] overrides it.
 SLOT_MEMORY_MB = 512
 WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60
@@ -419,6 +419,9 @@ class SchedulerArgs:
 
 class Scheduler(Component):
     """Pattern 3: register messages by API (POST /messages); each fires once, at its time."""
+
+    _kind = "Scheduler"
+    _functions = ("api", "starter", "sweep", "slots", "slot-workers", "clock")
 
     alarm_names: pulumi.Output[list[str]]
     """Its alarms (DLQ not empty, messages failed or overdue, executions failed)."""

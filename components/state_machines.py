@@ -71,7 +71,11 @@ def state_machine(
     inputs, needs = (platform or Platform(name, None)).state_machine(name, parent)
     granted: Any = statements or []
     if needs:
-        granted = pulumi.Output.from_input(granted).apply(lambda given: [*given, *needs])
+        # (a role that may do nothing else is a Deny of everything, which would override
+        # these Allows too: it gives way to them)
+        granted = pulumi.Output.from_input(granted).apply(
+            lambda given: [*[s for s in given if s != DENY_ALL], *needs]
+        )
     role, ready = service_role(name, "states.amazonaws.com", granted, parent)
     body = json.dumps(definition) if isinstance(definition, dict) else definition
     return aws.sfn.StateMachine(

@@ -552,7 +552,7 @@ def create_state_machine(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, 
         params["tags"] = _tags(i, "key", "value")
     if (i.get("tracingConfiguration") or {}).get("enabled"):
         params["tracingConfiguration"] = {"enabled": True}
-    if logging := i.get("loggingConfiguration"):
+    if (logging := i.get("loggingConfiguration")) and logging.get("logDestination"):
         params["loggingConfiguration"] = {
             "level": logging["level"],
             "includeExecutionData": bool(logging.get("includeExecutionData")),

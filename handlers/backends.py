@@ -25,7 +25,7 @@ from exactly_once.handlers.executions import (
     start_durable_once,
     start_once,
 )
-from exactly_once.handlers.registry import concrete
+from exactly_once.handlers.registry import register
 from exactly_once.handlers.runtime import client
 
 DURABLE_API_BOTOCORE = "1.42.1"  # the first botocore with the durable-execution APIs
@@ -62,7 +62,7 @@ class ExecutionBackend(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        BACKENDS[cls.name] = concrete(cls, ExecutionBackend)()
+        register(BACKENDS, cls, ExecutionBackend)
 
     @abc.abstractmethod
     def grants(self, reuse_policy: ReusePolicy) -> list[Grant]:

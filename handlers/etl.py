@@ -57,7 +57,7 @@ from exactly_once.handlers.errors import (
     aws_code,
     object_missing,
 )
-from exactly_once.handlers.registry import concrete
+from exactly_once.handlers.registry import register
 from exactly_once.handlers.runtime import client, dead_letter, lambda_handler, log
 from exactly_once.handlers.s3_events import ObjectRef, object_refs
 from exactly_once.handlers.s3_publish import DEFAULT_PART_SIZE, MIN_PART_SIZE, publish
@@ -295,8 +295,7 @@ class EtlStrategy(abc.ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        # (ABCMeta marks a class abstract only after this hook: asked here instead)
-        STRATEGY_OF[cls.name] = concrete(cls, EtlStrategy)()
+        register(STRATEGY_OF, cls, EtlStrategy)
 
     @abc.abstractmethod
     def process(

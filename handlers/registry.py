@@ -4,19 +4,27 @@ defined, under their `name`."""
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def concrete(cls: type[T], base: type) -> type[T]:
-    """`cls`, refused (TypeError) if it leaves one of `base`'s abstract methods undefined.
-    Asked in `__init_subclass__`, which runs before ABCMeta marks the class abstract."""
+def register(registry: dict[Any, Any], cls: type[T], base: type) -> None:
+    """Put an instance of `cls` in `registry` under `cls.name`. Refused (TypeError) when
+    `cls` leaves an abstract method undefined (its base's or its own: asked here, as
+    `__init_subclass__` runs before ABCMeta marks the class abstract), or when its name is
+    taken: a subclass of a registered class does not silently replace it."""
     missing = sorted(
         name
-        for name in getattr(base, "__abstractmethods__", ())
+        for name in {*getattr(base, "__abstractmethods__", ()), *dir(cls)}
         if getattr(getattr(cls, name, None), "__isabstractmethod__", False)
     )
     if missing:
         raise TypeError(f"{cls.__name__} is abstract: it defines no {', '.join(missing)}")
-    return cls
+    name = getattr(cls, "name")  # noqa: B009 (a class attribute the subclasses set)
+    if name in registry:
+        raise TypeError(
+            f"{cls.__name__}: {name!r} is registered already, by "
+            f"{type(registry[name]).__name__}: give it a name of its own"
+        )
+    registry[name] = cls()

@@ -13,6 +13,7 @@ import pytest
 from parliament import analyze_policy_string
 
 from tests.unit.pulumi_harness import ROOT, run, run_stack
+from tests.unit.test_iam import DURABLE_ACTIONS
 from tests.unit.test_platform import COMPONENTS, EVERYTHING
 
 POLICY = ROOT / "docs" / "deploy-policy.json"
@@ -24,6 +25,8 @@ BUCKET += ["s3:GetBucketWebsite", "s3:GetBucketLogging", "s3:GetBucketRequestPay
 BUCKET += ["s3:GetAccelerateConfiguration", "s3:GetReplicationConfiguration"]
 BUCKET += ["s3:GetBucketObjectLockConfiguration", "s3:GetBucketVersioning"]
 BUCKET += ["s3:GetLifecycleConfiguration", "s3:GetEncryptionConfiguration"]
+# force_destroy (the ETL's buckets it creates) empties a bucket's versions before deleting it
+BUCKET += ["s3:ListBucketVersions", "s3:DeleteObject", "s3:DeleteObjectVersion"]
 # What the AWS provider calls to create, read, update, delete and tag each resource type.
 NEEDS: dict[str, list[str]] = {
     "aws:iam/role:Role": [
@@ -58,6 +61,12 @@ NEEDS: dict[str, list[str]] = {
         "lambda:ListTags",
         "lambda:PutFunctionConcurrency",
         "lambda:DeleteFunctionConcurrency",
+        # an update of a published (durable) function waits on its configuration
+        "lambda:GetFunctionConfiguration",
+        # deleting a durable function stops its executions first
+        "lambda:ListDurableExecutionsByFunction",
+        "lambda:GetDurableExecution",
+        "lambda:StopDurableExecution",
         "iam:PassRole",
     ],
     "aws:lambda/permission:Permission": [
@@ -90,6 +99,8 @@ NEEDS: dict[str, list[str]] = {
         "states:TagResource",
         "states:UntagResource",
         "states:ListTagsForResource",
+        # the provider validates a changed definition, in preview and in up
+        "states:ValidateStateMachineDefinition",
         "iam:PassRole",
         # with logging on, the caller sets up the vended-logs delivery (Step Functions
         # developer guide, "Logging using CloudWatch Logs")
@@ -233,5 +244,11 @@ def test_the_policy_allows_nothing_no_declared_type_needs(declared: set[str]) ->
 
 def test_parliament_finds_nothing_unknown_in_the_policy() -> None:
     findings = analyze_policy_string(Path(POLICY).read_text()).findings
-    unknown = [f for f in findings if f.issue in ("UNKNOWN_ACTION", "UNKNOWN_PREFIX", "MALFORMED")]
+    unknown = [
+        f
+        for f in findings
+        if f.issue in ("UNKNOWN_ACTION", "UNKNOWN_PREFIX", "MALFORMED")
+        # Lambda's durable-execution actions are newer than parliament's database
+        and not any(action in str(f.detail) for action in DURABLE_ACTIONS)
+    ]
     assert unknown == [], [(f.issue, f.detail) for f in unknown]

@@ -588,6 +588,13 @@ def test_every_strategy_is_one_registered_class_and_process_asks_it(
     assert set(etl.STRATEGY_OF) == set(etl.Strategy)
     assert all(isinstance(s, etl.EtlStrategy) for s in etl.STRATEGY_OF.values())
     calls = []
+    # a name is registered once: a subclass of a registered strategy is refused
+    with pytest.raises(TypeError, match="registered already"):
+
+        class Tweaked(etl.ConditionalWrite):
+            pass
+
+    del etl.STRATEGY_OF[etl.Strategy.DETERMINISTIC]  # (restored below)
 
     class Recording(etl.EtlStrategy):  # defining it registers it (here: in place of one)
         name = etl.Strategy.DETERMINISTIC
@@ -607,6 +614,6 @@ def test_every_strategy_is_one_registered_class_and_process_asks_it(
         with pytest.raises(TypeError, match="abstract"):
 
             class Incomplete(etl.EtlStrategy):
-                name = etl.Strategy.DETERMINISTIC
+                name = etl.Strategy.POWERTOOLS
     finally:
         etl.STRATEGY_OF[etl.Strategy.DETERMINISTIC] = etl.Deterministic()

@@ -78,6 +78,7 @@ DURABLE_ACTIONS = {
     "lambda:GetDurableExecutionState",
     "lambda:GetDurableExecution",
     "lambda:ListDurableExecutionsByFunction",
+    "lambda:StopDurableExecution",  # the deploying identity's (docs/deploy-policy.json)
 }
 
 

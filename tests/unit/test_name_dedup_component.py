@@ -34,7 +34,12 @@ def test_wires_rule_target_function_and_dlq() -> None:
     env = function.inputs["environment"]["variables"]
     assert env["KEY_STRATEGY"] == "key-sequencer"
     assert env["REUSE_POLICY"] == "ALLOW_DUPLICATE_FAILED_ONLY"
-    assert function.inputs["handler"] == "exactly_once.handlers.name_dedup.handler"
+    # the 0.3 handler string through 0.4 (handlers/starter.py: an upgrade's code and
+    # configuration are updated apart), naming the same function
+    assert function.inputs["handler"] == "exactly_once.handlers.starter.handler"
+    from exactly_once.handlers import name_dedup, starter
+
+    assert starter.handler is name_dedup.handler
     assert function.inputs["deadLetterConfig"]["targetArn"].endswith(":nd-dlq")
     permission = mocks.named("nd-invoke")
     assert permission.inputs["principal"] == "events.amazonaws.com"

@@ -28,6 +28,7 @@ from exactly_once.components.resumable import (
     WorkflowStep,
 )
 from exactly_once.components.scheduler import Scheduler, SchedulerArgs
+from exactly_once.handlers.runtime import LogLevel
 from tests.unit.pulumi_harness import RecordingMocks, run
 
 FN = "arn:aws:lambda:us-east-1:123456789012:function:f"
@@ -136,9 +137,47 @@ def test_functions_log_json_and_lambda_keeps_every_application_line(
         logging = function.inputs["loggingConfig"]
         assert logging["logFormat"] == "JSON", function.name
         assert logging["systemLogLevel"] == "WARN"
-        # the handlers filter by LOG_LEVEL and write Python's WARNING, which Lambda's
-        # filter would read as INFO: Lambda's application filter is left open
-        assert logging["applicationLogLevel"] == "TRACE"
+        # what the handlers write at their INFO (their WARNING reads as INFO to Lambda);
+        # never below DEBUG, where botocore would log request bodies
+        assert logging["applicationLogLevel"] == "INFO"
+
+
+def test_a_handler_at_debug_keeps_its_debug_lines_under_json() -> None:
+    mocks = run(
+        lambda: NameDedupStarter(
+            "c",
+            NameDedupStarterArgs(
+                bucket_name="b",
+                definition=WORKFLOW,
+                log_level=LogLevel.DEBUG,
+                platform=PlatformOptions(log_format=LogFormat.JSON),
+            ),
+        )
+    )
+    [function] = mocks.of_type("aws:lambda/function:Function")
+    assert function.inputs["loggingConfig"]["applicationLogLevel"] == "DEBUG"
+
+
+def test_a_role_that_may_do_nothing_else_still_may_trace_and_log() -> None:
+    """A definition known only at deploy, with no Task: its role was a Deny of everything,
+    which would override the platform's Allows."""
+    import pulumi
+
+    definition = pulumi.Output.from_input(WORKFLOW)
+    mocks = run(
+        lambda: NameDedupStarter(
+            "c",
+            NameDedupStarterArgs(
+                bucket_name="b",
+                definition=definition,
+                platform=EVERYTHING,  # type: ignore[arg-type]
+            ),
+        )
+    )
+    policy = json.loads(mocks.named("c-workflow-policy").inputs["policy"])
+    assert all(s["Effect"] == "Allow" for s in policy["Statement"]), policy
+    actions = {a for s in policy["Statement"] for a in s["Action"]}
+    assert {"xray:PutTraceSegments", "logs:CreateLogDelivery"} <= actions
 
 
 def test_log_groups_keep_lines_for_the_retention(deployed: dict[str, RecordingMocks]) -> None:
@@ -162,7 +201,8 @@ def test_state_machines_log_to_a_vended_log_group_of_their_own(
 def test_without_options_nothing_changes() -> None:
     mocks = run(lambda: COMPONENTS["scheduler"](None))
     for function in mocks.of_type("aws:lambda/function:Function"):
-        assert "tracingConfig" not in function.inputs
+        # off is sent as off: the provider would keep a setting it is no longer given
+        assert function.inputs["tracingConfig"] == {"mode": "PassThrough"}
         assert function.inputs["loggingConfig"] == {
             "logFormat": "Text",
             "logGroup": f"{function.name}-logs",
@@ -170,7 +210,8 @@ def test_without_options_nothing_changes() -> None:
         assert "tags" not in function.inputs
         assert "xray:PutTraceSegments" not in statements_of(mocks, function.name)
     for machine in mocks.of_type("aws:sfn/stateMachine:StateMachine"):
-        assert "loggingConfiguration" not in machine.inputs
+        assert machine.inputs["loggingConfiguration"] == {"level": "OFF"}
+        assert machine.inputs["tracingConfiguration"] == {"enabled": False}
     for group in mocks.of_type("aws:cloudwatch/logGroup:LogGroup"):
         assert group.inputs["retentionInDays"] == 14
 
@@ -230,3 +271,21 @@ def test_a_stack_config_sets_them_with_camel_case_keys() -> None:
         log_format=LogFormat.JSON,
         functions={"slots": FunctionOptions(memory_size=1024)},
     )
+
+
+def test_options_changed_after_they_were_written_are_checked_again() -> None:
+    platform = PlatformOptions()
+    platform.log_retention_days = 13  # not a retention CloudWatch Logs takes
+    with pytest.raises(Exception, match="CloudWatch Logs keeps lines"):
+        run(lambda: COMPONENTS["scheduler"](platform))
+
+
+def test_a_subclass_keeps_the_component_s_type_token() -> None:
+    """The type token is fixed per component: a program's own subclass does not move its
+    resources to new URNs (a replacement, tables included)."""
+
+    class MyScheduler(Scheduler):
+        pass
+
+    mocks = run(lambda: MyScheduler("c", SchedulerArgs({"demo": FN})))
+    assert [r.typ for r in mocks.resources if not r.custom] == ["exactly-once:index:Scheduler"]
