@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +19,27 @@ WAIT_DEFINITION = {
     "StartAt": "W",
     "States": {"W": {"Type": "Wait", "Seconds": 3600, "End": True}},
 }
+
+
+@pytest.fixture(autouse=True)
+def atomic_dynamodb_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB writes an item atomically, its condition checked in the same step (DynamoDB
+    developer guide, "Condition expressions": a conditional write succeeds only if the
+    item's attributes meet the condition). moto checks, then writes, unlocked: two threads
+    claiming one message could both pass its condition (a duplicate delivery the service
+    would never allow: test_two_clocks_of_one_slot_fire_each_message_once failed 3 in 20).
+    One lock around moto's item writes restores AWS's behaviour."""
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items"):
+        write = getattr(DynamoDBBackend, name)
+
+        def atomic(self: Any, *args: Any, _write: Any = write, **kwargs: Any) -> Any:
+            with lock:
+                return _write(self, *args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, atomic)
 
 
 @pytest.fixture(autouse=True)
