@@ -16,6 +16,45 @@ from exactly_once.testing import Mocks as RecordingMocks
 ROOT = Path(__file__).resolve().parents[2]
 
 __all__ = ["ACCOUNT", "REGION", "ROOT", "STREAM_LABEL", "RecordingMocks", "arn_of", "run"]
+__all__ += ["COMPONENTS", "FUNCTION_ARN", "WORKFLOW", "component"]
+
+FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:f"
+WORKFLOW = '{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}'
+COMPONENTS = ("name-dedup", "api-starter", "scheduler", "resumable", "etl")
+
+
+def component(kind: str, **options: Any) -> Any:
+    """One of the five components, named "c", with the least args of its own plus
+    `options` common to all (roles=..., platform=...)."""
+    from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
+    from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
+    from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
+    from exactly_once.components.resumable import (
+        ResumableWorkflow,
+        ResumableWorkflowArgs,
+        WorkflowStep,
+    )
+    from exactly_once.components.scheduler import Scheduler, SchedulerArgs
+
+    if kind == "name-dedup":
+        return NameDedupStarter(
+            "c", NameDedupStarterArgs(bucket_name="b", definition=WORKFLOW, **options)
+        )
+    if kind == "api-starter":
+        return ApiGatewayStarter(
+            "c", ApiGatewayStarterArgs(definition=WORKFLOW, bucket_name="b", **options)
+        )
+    if kind == "scheduler":
+        return Scheduler("c", SchedulerArgs({"demo": FUNCTION_ARN}, **options))
+    if kind == "resumable":
+        steps = [WorkflowStep("a", FUNCTION_ARN)]
+        return ResumableWorkflow("c", ResumableWorkflowArgs(steps, **options))
+    if kind == "etl":
+        transform = "etl_transforms.csv_jsonl:transform"
+        return IdempotentEtl(
+            "c", IdempotentEtlArgs(transform, transform_source="examples/etl", **options)
+        )
+    raise ValueError(f"no component {kind!r} (one of {', '.join(COMPONENTS)})")
 
 
 def run(program: Callable[[], Any], config: dict[str, str] | None = None) -> RecordingMocks:

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 from parliament import analyze_policy_string
 
-from tests.unit.pulumi_harness import ROOT, run, run_stack
+from exactly_once.components.platform import STATE_MACHINE_LOGGING
+from tests.unit.pulumi_harness import COMPONENTS, ROOT, component, run, run_stack
 from tests.unit.test_iam import DURABLE_ACTIONS
-from tests.unit.test_platform import COMPONENTS, EVERYTHING
+from tests.unit.test_platform import EVERYTHING
 
 POLICY = ROOT / "docs" / "deploy-policy.json"
 API = ["apigateway:GET", "apigateway:POST", "apigateway:PUT", "apigateway:PATCH"]
@@ -102,16 +103,10 @@ NEEDS: dict[str, list[str]] = {
         # the provider validates a changed definition, in preview and in up
         "states:ValidateStateMachineDefinition",
         "iam:PassRole",
-        # with logging on, the caller sets up the vended-logs delivery (Step Functions
-        # developer guide, "Logging using CloudWatch Logs")
-        "logs:CreateLogDelivery",
-        "logs:GetLogDelivery",
-        "logs:UpdateLogDelivery",
-        "logs:DeleteLogDelivery",
-        "logs:ListLogDeliveries",
-        "logs:PutResourcePolicy",
-        "logs:DescribeResourcePolicies",
-        "logs:DescribeLogGroups",
+        # with logging on, the caller sets up the vended-logs delivery, with the actions
+        # the machine's role needs (Step Functions developer guide, "Logging using
+        # CloudWatch Logs")
+        *STATE_MACHINE_LOGGING,
     ],
     "aws:dynamodb/table:Table": [
         "dynamodb:CreateTable",
@@ -226,8 +221,9 @@ def declared() -> set[str]:
     """Every AWS resource type a deploy declares: each stack, and each component with
     every platform option (tracing, Step Functions logging's log groups, tags)."""
     types = {r.typ for stack in stacks() for r in run_stack(stack).resources}
-    for make in COMPONENTS.values():
-        types |= {r.typ for r in run(lambda make=make: make(EVERYTHING)).resources}
+    for kind in COMPONENTS:
+        made = run(lambda kind=kind: component(kind, platform=EVERYTHING))
+        types |= {r.typ for r in made.resources}
     return {typ for typ in types if typ.startswith("aws:")}
 
 

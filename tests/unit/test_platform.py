@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
 from exactly_once.components.config import args_from_config
-from exactly_once.components.etl import IdempotentEtl, IdempotentEtlArgs
 from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from exactly_once.components.platform import (
     FunctionOptions,
@@ -22,32 +20,19 @@ from exactly_once.components.platform import (
     SystemLogLevel,
     taggable,
 )
-from exactly_once.components.resumable import (
-    ResumableWorkflow,
-    ResumableWorkflowArgs,
-    WorkflowStep,
-)
 from exactly_once.components.scheduler import Scheduler, SchedulerArgs
 from exactly_once.handlers.runtime import LogLevel
-from tests.unit.pulumi_harness import RecordingMocks, run
+from tests.unit.pulumi_harness import (
+    COMPONENTS,
+    WORKFLOW,
+    RecordingMocks,
+    component,
+    run,
+)
+from tests.unit.pulumi_harness import (
+    FUNCTION_ARN as FN,
+)
 
-FN = "arn:aws:lambda:us-east-1:123456789012:function:f"
-WORKFLOW = '{"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}'
-ETL = {"transform": "etl_transforms.csv_jsonl:transform", "transform_source": "examples/etl"}
-
-COMPONENTS: dict[str, Callable[[PlatformOptions | None], Any]] = {
-    "name-dedup": lambda platform: NameDedupStarter(
-        "c", NameDedupStarterArgs(bucket_name="b", definition=WORKFLOW, platform=platform)
-    ),
-    "api-starter": lambda platform: ApiGatewayStarter(
-        "c", ApiGatewayStarterArgs(definition=WORKFLOW, bucket_name="b", platform=platform)
-    ),
-    "scheduler": lambda platform: Scheduler("c", SchedulerArgs({"demo": FN}, platform=platform)),
-    "resumable": lambda platform: ResumableWorkflow(
-        "c", ResumableWorkflowArgs([WorkflowStep("a", FN)], platform=platform)
-    ),
-    "etl": lambda platform: IdempotentEtl("c", IdempotentEtlArgs(**ETL, platform=platform)),
-}
 TAGS = {"team": "payments", "cost-centre": "4711"}
 EVERYTHING = PlatformOptions(
     tags=TAGS,
@@ -62,7 +47,9 @@ EVERYTHING = PlatformOptions(
 @pytest.fixture(scope="module")
 def deployed() -> dict[str, RecordingMocks]:
     """Each component once, with every platform option set."""
-    return {name: run(lambda make=make: make(EVERYTHING)) for name, make in COMPONENTS.items()}
+    return {
+        kind: run(lambda kind=kind: component(kind, platform=EVERYTHING)) for kind in COMPONENTS
+    }
 
 
 def of_type(deployed: dict[str, RecordingMocks], typ: str) -> list[Any]:
@@ -199,7 +186,7 @@ def test_state_machines_log_to_a_vended_log_group_of_their_own(
 
 
 def test_without_options_nothing_changes() -> None:
-    mocks = run(lambda: COMPONENTS["scheduler"](None))
+    mocks = run(lambda: component("scheduler"))
     for function in mocks.of_type("aws:lambda/function:Function"):
         # off is sent as off: the provider would keep a setting it is no longer given
         assert function.inputs["tracingConfig"] == {"mode": "PassThrough"}
@@ -223,7 +210,7 @@ def test_each_function_is_sized_by_its_name() -> None:
             "sweep": FunctionOptions(timeout=600),
         }
     )
-    mocks = run(lambda: COMPONENTS["scheduler"](platform))
+    mocks = run(lambda: component("scheduler", platform=platform))
     assert mocks.named("c-slots").inputs["memorySize"] == 1024
     assert mocks.named("c-sweep").inputs["timeout"] == 600
     assert mocks.named("c-sweep").inputs["memorySize"] == 256  # the component's default kept
@@ -232,7 +219,7 @@ def test_each_function_is_sized_by_its_name() -> None:
 def test_an_unknown_function_name_is_refused_with_the_component_s_names() -> None:
     platform = PlatformOptions(functions={"slot": FunctionOptions(memory_size=1024)})
     with pytest.raises(Exception, match=r"'slot' is not a function of 'c'.*slots"):
-        run(lambda: COMPONENTS["scheduler"](platform))
+        run(lambda: component("scheduler", platform=platform))
 
 
 @pytest.mark.parametrize(
@@ -277,7 +264,7 @@ def test_options_changed_after_they_were_written_are_checked_again() -> None:
     platform = PlatformOptions()
     platform.log_retention_days = 13  # not a retention CloudWatch Logs takes
     with pytest.raises(Exception, match="CloudWatch Logs keeps lines"):
-        run(lambda: COMPONENTS["scheduler"](platform))
+        run(lambda: component("scheduler", platform=platform))
 
 
 def test_a_subclass_keeps_the_component_s_type_token() -> None:

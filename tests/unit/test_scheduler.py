@@ -185,6 +185,20 @@ def batch(entries: Any) -> dict[str, Any]:
     }
 
 
+def large_entries(parameter_bytes: int, count: int = 100) -> list[dict[str, Any]]:
+    """`count` valid entries, each with parameters of about `parameter_bytes`."""
+    return [
+        {
+            "id": str(n),
+            "idempotencyKey": str(n),
+            "publishTime": time.time() + 3600,
+            "channel": "demo",
+            "parameters": {"blob": "x" * parameter_bytes},
+        }
+        for n in range(count)
+    ]
+
+
 def test_a_batch_registers_each_entry_by_its_own_key_and_answers_each(
     config: SchedulerSettings,
 ) -> None:
@@ -230,19 +244,7 @@ def test_a_batch_registers_each_entry_by_its_own_key_and_answers_each(
         ([{"id": "a"}], "its own idempotencyKey"),
         # 100 entries of parameters within the per-message 32 KB, 3.2 MB in all: escaped
         # inside the proxy event, past what Lambda takes beside the request's headers
-        (
-            [
-                {
-                    "id": str(n),
-                    "idempotencyKey": str(n),
-                    "publishTime": time.time() + 3600,
-                    "channel": "demo",
-                    "parameters": {"blob": "x" * 32_000},
-                }
-                for n in range(100)
-            ],
-            "send it as smaller batches",
-        ),
+        (large_entries(32_000), "send it as smaller batches"),
     ],
 )
 def test_a_malformed_batch_is_a_400_and_stores_nothing(
@@ -256,17 +258,7 @@ def test_a_malformed_batch_is_a_400_and_stores_nothing(
 
 def test_a_batch_just_under_the_byte_bound_is_registered_whole(config: SchedulerSettings) -> None:
     # 100 entries of ~31 KB: a body just under scheduler_api.MAX_BATCH_BYTES
-    entries = [
-        {
-            "id": str(n),
-            "idempotencyKey": str(n),
-            "publishTime": time.time() + 3600,
-            "channel": "demo",
-            "parameters": {"blob": "x" * 30_900},
-        }
-        for n in range(100)
-    ]
-    event = batch(entries)
+    event = batch(large_entries(30_900))
     assert (
         scheduler_api.MAX_BATCH_BYTES - 20_000 < len(event["body"]) <= scheduler_api.MAX_BATCH_BYTES
     )
