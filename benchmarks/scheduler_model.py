@@ -193,8 +193,9 @@ class Latencies:
     cold_start: float = 0.6  # a Python function's first invocation
     read_page: float = 0.020  # a Query page (1 MB)
     # CPU an AWS call costs the caller (botocore's serializing, signing and parsing, over a
-    # kept-alive connection without TLS), seconds of one vCPU, as `measured_cpu_per_call`
-    # found on this project's CI machine (the 0.4 ms assumed before was a guess); Lambda
+    # kept-alive connection without TLS), seconds of one vCPU: `measured_cpu_per_call`
+    # found 1.05 to 1.25 ms on this project's CI machine, the higher kept (the 0.4 ms
+    # assumed before was a guess); Lambda
     # allots one vCPU at 1,769 MB, in proportion below it
     cpu_per_call: float = 0.00125
     # CPU a cold start spends before the first call, seconds of one vCPU: the handler's
@@ -376,15 +377,14 @@ def measured_init_cpu() -> float:
 
 
 def measured_cpu_per_call(calls: int = 500) -> float:
-    """CPU seconds one UpdateItem costs its caller, against a moto server in another
-    process (so only the client's CPU is counted)."""
+    """CPU seconds one claim (`scheduler_slots.claim`: the slot's conditional UpdateItem,
+    through the slot function's own client) costs its caller, against a moto server in
+    another process (so only the client's CPU is counted)."""
+    import os
     import socket
     import subprocess
     import sys
     import time
-
-    import boto3
-    from botocore.config import Config
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -394,6 +394,14 @@ def measured_cpu_per_call(calls: int = 500) -> float:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    saved = dict(os.environ)
+    os.environ.update(
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="x",
+    )
+    scheduler_slots._client.cache_clear()
     try:
         for _ in range(100):
             try:
@@ -401,41 +409,28 @@ def measured_cpu_per_call(calls: int = 500) -> float:
                 break
             except OSError:
                 time.sleep(0.1)
-        ddb = boto3.client(
-            "dynamodb",
-            endpoint_url=f"http://127.0.0.1:{port}",
-            region_name="us-east-1",
-            aws_access_key_id="x",
-            aws_secret_access_key="x",
-            config=Config(retries={"total_max_attempts": 1}),
-        )
+        ddb = scheduler_slots._client("dynamodb")
         ddb.create_table(
             TableName="t",
             KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
             AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
             BillingMode="PAY_PER_REQUEST",
         )
-
-        def claim(key: str) -> None:  # the slot's claim, as scheduler_slots sends it
-            ddb.update_item(
-                TableName="t",
-                Key={"pk": {"S": f"MESSAGE#{key}"}},
-                UpdateExpression="SET #s = :s, claimed_by = :c",
-                ConditionExpression="attribute_not_exists(pk) OR #s = :e",
-                ExpressionAttributeNames={"#s": "status"},
-                ExpressionAttributeValues={
-                    ":s": {"S": "FIRING"},
-                    ":c": {"S": "execution#1"},
-                    ":e": {"S": "STANDBY"},
-                },
+        keys = [f"warm-{i}" for i in range(50)] + [str(i) for i in range(calls)]
+        for key in keys:  # messages waiting for their slot
+            ddb.put_item(
+                TableName="t", Item={"pk": {"S": f"MESSAGE#{key}"}, "status": {"S": "STANDBY"}}
             )
-
-        for i in range(50):  # warm: connection, models, caches
-            claim(f"warm-{i}")
+        lease = time.time() + 900
+        for key in keys[:50]:  # warm: connection, models, caches
+            scheduler_slots.claim("t", key, "execution#1", lease)
         started = time.process_time()
-        for i in range(calls):
-            claim(str(i))
+        for key in keys[50:]:
+            assert scheduler_slots.claim("t", key, "execution#1", lease).item is not None
         return (time.process_time() - started) / calls
     finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        scheduler_slots._client.cache_clear()
         server.terminate()
         server.wait()
