@@ -271,7 +271,6 @@ if scheduler_config is not None:
             "apiKey": scheduler.api_key,
             "table": scheduler.table.name,
             "stateMachineArn": scheduler.state_machine.arn,
-            "slotStateMachineArn": scheduler.slot_state_machine.arn,
             "slotFunction": scheduler.slot_function.name,
             "sweepFunction": scheduler.sweep_function.name,
             "starterFunction": scheduler.starter_function.name,

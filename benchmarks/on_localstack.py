@@ -19,8 +19,10 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import io
 import json
+import math
 import time
 import zipfile
 from collections.abc import Iterator
@@ -31,6 +33,7 @@ from typing import Any
 from exactly_once.components.etl import POWERTOOLS
 from exactly_once.components.functions import RUNTIME
 from exactly_once.components.lambda_asset import build_zip
+from exactly_once.handlers.settings import encode
 from tooling.clients import (
     batch_entries,
     client,
@@ -173,33 +176,33 @@ def bench_starters(stack: dict[str, Any], events: int = 100, workers: int = 4) -
 
 @contextlib.contextmanager
 def per_message_clock(out: dict[str, Any]) -> Iterator[None]:
-    """The scheduler as it was before the slot clock: every message on its own waiting
-    execution (its functions' SLOT_MACHINE_ARN emptied, as `SchedulerSettings` reads it;
-    restored on exit). Lambda runs the changed configuration in new sandboxes."""
+    """Every message on its own execution, a slot of one, as the scheduler was before the
+    slot clock (its functions' JOIN_SLOTS false, as `SchedulerSettings` reads it; restored
+    on exit). Lambda runs the changed configuration in new sandboxes."""
     lam = client("lambda")
-    slots = out["slotStateMachineArn"]
+    machine = out["stateMachineArn"]
     names = []
     for page in lam.get_paginator("list_functions").paginate():
         for function in page["Functions"]:
             variables = function.get("Environment", {}).get("Variables", {})
-            if variables.get("SLOT_MACHINE_ARN") == slots:
+            if variables.get("STATE_MACHINE_ARN") == machine and "JOIN_SLOTS" in variables:
                 names.append(function["FunctionName"])
 
-    def point(arn: str) -> None:
+    def join(slots: bool) -> None:
         for name in names:
             variables = lam.get_function_configuration(FunctionName=name)["Environment"]
             lam.update_function_configuration(
                 FunctionName=name,
-                Environment={"Variables": {**variables["Variables"], "SLOT_MACHINE_ARN": arn}},
+                Environment={"Variables": {**variables["Variables"], "JOIN_SLOTS": encode(slots)}},
             )
         for name in names:
             lam.get_waiter("function_updated_v2").wait(FunctionName=name)
 
-    point("")
+    join(False)
     try:
         yield
     finally:
-        point(slots)
+        join(True)
 
 
 def burst(out: dict[str, Any], messages: int, clients: int = 1) -> dict[str, Any]:
@@ -253,7 +256,7 @@ def transitions(out: dict[str, Any], ids: list[str], publish: float) -> int:
     (if any) and every message's own (if any)."""
     sfn = client("stepfunctions")
     counted = 0
-    slot = executions(out["slotStateMachineArn"], f"slot-{int(publish)}")
+    slot = executions(out["stateMachineArn"], f"slot-{int(publish)}")
     arns = [e["executionArn"] for e in slot]
     wanted = set(ids)
     for page in sfn.get_paginator("list_executions").paginate(
@@ -282,62 +285,78 @@ def bench_scheduler(
     return {**result, "side_by_side": pair}
 
 
-WAIT_ONLY = "BENCH-WAIT-ONLY"  # status of the alternative's messages: no stream, no sweep
-
-
-def wait_only_machine(out: dict[str, Any], tag: str) -> tuple[str, list[Any]]:
-    """The alternative: the same waiting machine without the clock function, firing by a
-    whole-second Wait past publishTime (its own fallback path), claiming messages of
-    status WAIT_ONLY so neither the stream nor the sweep touches them."""
-    sfn = client("stepfunctions")
-    ours = sfn.describe_state_machine(stateMachineArn=out["stateMachineArn"])
-    definition = json.loads(ours["definition"])
-    states = definition["States"]
-    states["Claim"]["Next"] = "Late"
-    states["Claim"]["Parameters"]["ExpressionAttributeValues"][":expected"] = {"S": WAIT_ONLY}
-    del states["OnTheDot"]
+def wait_only_machine(target_arn: str, tag: str) -> tuple[str, list[Any]]:
+    """The alternative: a whole-second Wait past publishTime (a Wait drops a timestamp's
+    fraction), then the target invoked directly: no claim, no sub-second sleep. Its own
+    role may invoke the target only (LocalStack enforces IAM here)."""
+    sfn, iam = client("stepfunctions"), client("iam")
+    definition = {
+        "StartAt": "Wait",
+        "States": {
+            "Wait": {"Type": "Wait", "TimestampPath": "$.lateAt", "Next": "Fire"},
+            "Fire": {
+                "Type": "Task",
+                "Resource": "arn:aws:states:::lambda:invoke",
+                "Parameters": {"FunctionName": target_arn, "Payload.$": "$.delivery"},
+                "End": True,
+            },
+        },
+    }
+    name = f"bench-wait-only-{tag}"
+    trust = {
+        **TRUST,
+        "Statement": [{**TRUST["Statement"][0], "Principal": {"Service": "states.amazonaws.com"}}],
+    }
+    role = iam.create_role(RoleName=name, AssumeRolePolicyDocument=json.dumps(trust))["Role"]
+    policy = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["lambda:InvokeFunction"], "Resource": target_arn}
+        ],
+    }
+    iam.put_role_policy(RoleName=name, PolicyName="invoke", PolicyDocument=json.dumps(policy))
     arn = sfn.create_state_machine(
-        name=f"bench-wait-only-{tag}", definition=json.dumps(definition), roleArn=ours["roleArn"]
+        name=name, definition=json.dumps(definition), roleArn=role["Arn"]
     )["stateMachineArn"]
-    return arn, [lambda: sfn.delete_state_machine(stateMachineArn=arn)]
+    return arn, [
+        lambda: sfn.delete_state_machine(stateMachineArn=arn),
+        lambda: iam.delete_role_policy(RoleName=name, PolicyName="invoke"),
+        lambda: iam.delete_role(RoleName=name),
+    ]
 
 
 def bench_scheduler_idle(stack: dict[str, Any], messages: int = 20) -> dict[str, Any]:
     """Messages one at a time on an idle stack, at whole and fractional times, through our
-    waiting machine (registered by the API) and, interleaved, through the whole-second
-    Wait alone (started directly with the same input): the lateness of each design."""
-    from exactly_once.handlers.scheduler import execution_input
-
+    slot clock (registered by the API) and, interleaved, through the whole-second Wait
+    alone (started directly): the lateness of each design."""
     out = stack["scheduler"]
     scheduler_live(out)
     tag = new_tag()
-    alternative, undo = wait_only_machine(out, tag)
+    ddb, sfn = client("dynamodb"), client("stepfunctions")
+    target = ddb.get_item(TableName=out["table"], Key={"pk": {"S": "INVOKER#demo"}})["Item"]
+    alternative, undo = wait_only_machine(target["target_arn"]["S"], tag)
     try:
         headers = {"x-api-key": out["apiKey"]}
         first = float(int(time.time()) + 8)
         ids: dict[str, list[str]] = {"ours": [], "wait_only": []}
-        ddb, sfn = client("dynamodb"), client("stepfunctions")
-        target = ddb.get_item(TableName=out["table"], Key={"pk": {"S": "INVOKER#demo"}})["Item"]
         for i in range(messages):
             publish = first + i * 1.25  # fractions .0, .25, .5, .75
             body = {"publishTime": publish, "channel": "demo", "parameters": {"i": i}}
             status, answer = http("POST", out["url"], body, headers)
             assert status == 201, answer
             ids["ours"].append(answer["id"])
-            other = f"{tag}-{i}"
-            item = {
-                "pk": {"S": f"MESSAGE#{other}"},
-                "id": {"S": other},
-                "status": {"S": WAIT_ONLY},
-                "publish_at": {"N": f"{publish + 0.625:.3f}"},  # .625, .875, .125, .375
-                "channel": {"S": "demo"},
-                "target_arn": target["target_arn"],
-                "parameters": {"S": json.dumps({"i": i})},
+            other, at = f"{tag}-{i}", publish + 0.625  # .625, .875, .125, .375
+            late_at = dt.datetime.fromtimestamp(math.ceil(at), dt.UTC)
+            document = {
+                "lateAt": late_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "delivery": {
+                    "id": other,
+                    "channel": "demo",
+                    "parameters": {"i": i},
+                    "publishTime": at,
+                },
             }
-            ddb.put_item(TableName=out["table"], Item=item)
-            sfn.start_execution(
-                stateMachineArn=alternative, name=other, input=json.dumps(execution_input(item))
-            )
+            sfn.start_execution(stateMachineArn=alternative, name=other, input=json.dumps(document))
             ids["wait_only"].append(other)
         table = out["firesTables"]["demo"]
         result: dict[str, Any] = {"messages": messages}

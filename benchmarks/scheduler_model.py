@@ -2,8 +2,8 @@
 the lateness of a burst of messages due in the same second, for the slot clock and for one
 execution per message. Every figure is a parameter (list prices, published default quotas,
 per-call latencies), and the per-message counts are the ones tests count
-(tests/unit/test_scheduler_slots.py: COUNTS; the e2e tests read the slot's Wait and Fire,
-the waiting machine's Wait, Claim, OnTheDot, Fire, MarkDone from execution histories).
+(tests/unit/test_scheduler_slots.py: COUNTS; the e2e tests read the Wait and Fire of a
+slot, or of a slot of one, from execution histories).
 """
 
 from __future__ import annotations
@@ -56,14 +56,17 @@ SLOT = Counts(
     # eventually consistent under 4 KB: half a unit each
     read_units_per_execution=2 * scheduler_index.LANES * 0.5,
 )
+# A slot of one: a message's own execution (too late for its second's slot, or every
+# message with join_slots off): the same machine and function, for one message.
 PER_MESSAGE = Counts(
-    transitions_per_execution=5,  # Wait, Claim, OnTheDot, Fire, MarkDone
+    transitions_per_execution=2,  # Wait, Fire
     executions_per_message=1,
-    invocations_per_execution=1,  # the clock function, from the lead to the instant
-    seconds_per_invocation=3.0,
-    memory_gb=0.125,
-    write_units_per_message=CLAIM_UNITS + FINAL_UNITS,  # Claim, MarkDone
-    read_units_per_execution=0,
+    invocations_per_execution=1,
+    # woken LEAD_SECONDS ahead, it sleeps to the instant, delivers and records
+    seconds_per_invocation=scheduler_slots.LEAD_SECONDS + 0.6,
+    memory_gb=SLOT_MEMORY_MB / 1024,
+    write_units_per_message=CLAIM_UNITS + FINAL_UNITS,
+    read_units_per_execution=0,  # claimed by its key: no index read
 )
 # What every message costs whichever clock fires it: the stream starter's invocations for
 # its STANDBY and final images (up to 25 records each, 256 MB, ~60 ms: at most 2 x $0.41).
@@ -282,25 +285,41 @@ def slot_burst(
 def per_message_burst(
     n: int, quotas: Quotas = Quotas(), latency: Latencies = Latencies()
 ) -> list[float]:
-    """Lateness of each of `n` messages due in one second, each on its own waiting
-    execution (started earlier): at its wake, Claim, OnTheDot (the clock function, up to
-    the account's concurrency; a throttled one fires by the fallback Wait a whole second
-    after), Fire and MarkDone, each a state transition from the shared bucket."""
+    """Lateness of each of `n` messages due in one second, each a slot of one (its own
+    execution, started earlier): at its wake its Fire (a state transition from the shared
+    bucket) invokes the slot function, which starts cold, claims the message by its key
+    and delivers it at its time. An invoke past the account's concurrency is throttled
+    and retried by the Fire (LAMBDA_RETRY: 1, 2 and 4 s later) while earlier invocations
+    end; one throttled every time fails its execution, and waits for the sweep."""
     wake = -float(scheduler_slots.LEAD_SECONDS)
-    # the first three transitions of every execution (Claim, OnTheDot, Fire) go through
-    # the bucket in rounds: every Claim first (all woke together), then every OnTheDot...
-    requests = sorted([wake + 0.0] * n + [wake + 0.01] * n + [wake + 0.02] * n)
-    granted = _token_times(requests, quotas.transition_bucket, quotas.transition_refill)
+    granted = _token_times([wake] * n, quotas.transition_bucket, quotas.transition_refill)
     claim_rate = quotas.claims_per_second()
-    fire_times = granted[2 * n :]
-    lateness = []
-    for i, at in enumerate(fire_times):
+    # (when, message, attempt) in time order: each invoke, and each retry of a throttled one
+    tries = [(at, i, 0) for i, at in enumerate(granted)]
+    heapq.heapify(tries)
+    busy: list[float] = []  # when each running invocation ends
+    lateness = [0.0] * n
+    while tries:
+        tried, i, attempt = heapq.heappop(tries)
         due = i / n
-        claimed = wake + i / claim_rate
-        clocked = i < quotas.lambda_concurrency  # the rest are throttled: the fallback Wait
-        ready = max(due, claimed) if clocked else math.ceil(due) + 1.0
-        lateness.append(max(at, ready) + latency.deliver - due)
+        while busy and busy[0] <= tried:
+            heapq.heappop(busy)
+        if len(busy) >= quotas.lambda_concurrency:
+            if attempt < len(LAMBDA_RETRY_DELAYS):
+                heapq.heappush(tries, (tried + LAMBDA_RETRY_DELAYS[attempt], i, attempt + 1))
+            else:
+                lateness[i] = SWEEP_PERIOD_SECONDS
+            continue
+        started = tried + latency.cold_start + latency.init_cpu / SLOT_VCPU
+        claimed = max(started, wake + i / claim_rate) + latency.write
+        fired = max(due, claimed) + latency.deliver
+        heapq.heappush(busy, fired + latency.write)
+        lateness[i] = fired - due
     return sorted(lateness)
+
+
+LAMBDA_RETRY_DELAYS = (1.0, 2.0, 4.0)  # components/asl.py LAMBDA_RETRY: 1 s, doubling, 3 tries
+SWEEP_PERIOD_SECONDS = 3600.0  # the default sweep period (SchedulerArgs)
 
 
 def quantile(values: list[float], q: float) -> float:

@@ -5,13 +5,11 @@ POST /messages -> DynamoDB (RESERVED, or STANDBY when due within the window: the
 sweep (EventBridge schedule) -> RESERVED due within the window -> STANDBY, and starts
     STANDBY ones due in the window that the stream never started (same name: no duplicate)
 stream (filtered to STANDBY) -> starter -> the slot clock of the message's second,
-    `slot-<epoch>`, shared by every message due in that second:
-    Wait until LEAD_SECONDS before the second -> the slot function claims each message
-    (STANDBY -> FIRING), delivers it at its millisecond -> DONE, or FAILED with the error
-  or, for a message started too late to join its slot, its own execution, named by its id:
-    Wait until a whole second just before publishTime -> Claim (STANDBY -> FIRING)
-    -> the clock function returns at publishTime -> the channel's target
-    -> DONE, or FAILED with the error
+    `slot-<epoch>`, shared by every message due in that second (or, for a message started
+    too late to join its slot, a slot of one: an execution of the same machine named by
+    its id): Wait until LEAD_SECONDS before the second -> the slot function claims each
+    message (STANDBY -> FIRING), delivers it at its millisecond -> DONE, or FAILED with
+    the error
 """
 
 # No `from __future__ import annotations`: the Pulumi package analyzer reads these
@@ -25,12 +23,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from exactly_once.components.asl import (
-    CONDITION_FAILED,
-    DYNAMODB_RETRY,
-    LAMBDA_RETRY,
-    dynamodb_update,
-)
+from exactly_once.components.asl import LAMBDA_RETRY
 from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
@@ -49,9 +42,8 @@ from exactly_once.components.rest_api import api_key, fingerprint, stage_name
 from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import index
-from exactly_once.components.targets import ACTIONS, deliver
+from exactly_once.components.targets import ACTIONS
 from exactly_once.handlers.scheduler import (
-    LEAD_SECONDS,
     PATTERN,
     STATUS_INDEX,
     SchedulerSettings,
@@ -60,13 +52,10 @@ from exactly_once.handlers.scheduler import (
 from exactly_once.handlers.scheduler_index import LANE
 from exactly_once.handlers.scheduler_slots import SlotSettings
 from exactly_once.handlers.settings import encode
-from exactly_once.handlers.targets import TargetKind, kind_of
+from exactly_once.handlers.targets import kind_of
 
-# The clock function sleeps the lead plus the second a Wait may end early; the rest is room
-# for its cold start and a slow host.
-CLOCK_TIMEOUT_SECONDS = LEAD_SECONDS + 8
-# The slot function delivers a second's messages, each retried as the waiting machine's
-# Fire step would, and a Lambda target may take up to 15 minutes: Lambda's longest. Its
+# The slot function delivers a second's messages, each with its retries, and a Lambda
+# target may take up to 15 minutes: Lambda's longest. Its
 # workers stop a minute sooner: the function that invoked them fans out at once, so they
 # are dead (Lambda stops a function at its timeout) before a retry of it could take up
 # their claims (handlers/scheduler_slots.py: a claim's lease).
@@ -91,238 +80,14 @@ STREAM_FILTERS = (
 )
 
 
-# A throttled Lambda invoke never ran: keep trying (a burst of due messages against a
-# target with little concurrency), a few seconds apart.
-THROTTLED_INVOKE = {
-    "ErrorEquals": ["Lambda.TooManyRequestsException"],
-    "IntervalSeconds": 1,
-    "MaxAttempts": 30,
-    "BackoffRate": 1.5,
-    "MaxDelaySeconds": 5,
-    "JitterStrategy": "FULL",
-}
-# The target failed: retry; targets get the message id to stay idempotent should an
-# attempt time out after its side effect.
-TARGET_FAILED = {
-    "ErrorEquals": ["States.ALL"],
-    "IntervalSeconds": 1,
-    "MaxAttempts": 3,
-    "BackoffRate": 2,
-}
-
-
-# A status write that must land (the Claim; the final status once the target has fired): a
-# failed condition is an answer (cancelled, or another execution's), never retried;
-# DynamoDB's throttles and 5xx as every write; anything else (AccessDenied, a KMS key
-# disabled, a lost answer) for about 5 minutes. Then a Claim leaves the message STANDBY
-# for the sweep's restart, a final write fails the execution StatusNotRecorded.
-MUST_LAND: list[dict[str, Any]] = [
-    {"ErrorEquals": [CONDITION_FAILED], "MaxAttempts": 0},
-    DYNAMODB_RETRY,
-    {
-        "ErrorEquals": ["States.ALL"],
-        "IntervalSeconds": 2,
-        "MaxAttempts": 8,
-        "BackoffRate": 2,
-        "MaxDelaySeconds": 60,
-        "JitterStrategy": "FULL",
-    },
-]
-
-
-def fire_states(kinds: frozenset[TargetKind]) -> dict[str, Any]:
-    """`Fire`: the delivery of `$.delivery` to `$.target`, one Task per kind of target
-    (behind a Choice on `$.targetKind` when the channels have more than one kind), each
-    ending in MarkDone, or MarkFailed with the error."""
-
-    def task(kind: TargetKind) -> dict[str, Any]:
-        return {
-            **deliver(kind, "$.target", "$.delivery", dedup="$.id"),
-            "ResultPath": "$.fired",
-            "Retry": [THROTTLED_INVOKE, TARGET_FAILED]
-            if kind == TargetKind.LAMBDA
-            else [TARGET_FAILED],
-            "Catch": [
-                {"ErrorEquals": ["States.ALL"], "ResultPath": "$.error", "Next": "MarkFailed"}
-            ],
-            "Next": "MarkDone",
-        }
-
-    if len(kinds) == 1:
-        [kind] = kinds
-        return {"Fire": task(kind)}
-    ordered = sorted(kinds)
-    return {
-        "Fire": {
-            "Type": "Choice",
-            "Choices": [
-                {"Variable": "$.targetKind", "StringEquals": kind, "Next": f"Fire_{kind}"}
-                for kind in ordered
-            ],
-            "Default": f"Fire_{ordered[0]}" if TargetKind.LAMBDA not in kinds else "Fire_lambda",
-        },
-        **{f"Fire_{kind}": task(kind) for kind in ordered},
-    }
-
-
-def waiting_definition(
-    table_name: str, clock_arn: str, kinds: frozenset[TargetKind] = frozenset({TargetKind.LAMBDA})
-) -> dict[str, Any]:
-    """Wait -> Claim -> OnTheDot -> Fire -> MarkDone. The Wait counts whole seconds, so it
-    ends at `wakeAt`, a whole second `LEAD_SECONDS` or more before publishTime; the Claim
-    and the clock function's cold start fall in that lead, and the clock function
-    (`handlers.scheduler_clock`, ARN `clock_arn`) returns at publishTime by its own clock.
-    Should it fail, a second Wait until `lateAt` (a whole second after publishTime) stands
-    in: later, never early, never lost. `kinds`: the kinds of the channels' targets; with
-    more than one, Fire chooses by the message's `targetKind` (components/targets.py)."""
-    key = {"pk": {"S.$": "States.Format('MESSAGE#{}', $.id)"}}
-
-    def set_status(
-        new: Status,
-        expected: Status | None,
-        extra: str = "",
-        values: dict | None = None,
-        names: dict | None = None,
-    ) -> dict:
-        """A final status write (the message leaves the status index: its lane removed):
-        conditional on `expected`, or (None) unconditional."""
-        return dynamodb_update(
-            table_name,
-            key,
-            f"SET #s = :new{extra} REMOVE lane",
-            {
-                ":new": {"S": new},
-                **({":expected": {"S": expected}} if expected else {}),
-                **(values or {}),
-            },
-            condition="#s = :expected" if expected else None,
-            names={"#s": "status", **(names or {})},
-        )
-
-    fired_at = ", fired_at = :at", {":at": {"S.$": "$$.State.EnteredTime"}}
-    error = ", #e = :error", {":error": {"S.$": "States.JsonToString($.error)"}}, {"#e": "error"}
-
-    # A terminal write that fails (the status changed under it; a permission taken away)
-    # must not leave the message FIRING forever: it is written again unconditionally, and
-    # should that fail too, the execution fails with StatusNotRecorded (its history holds
-    # the write's error in $.recordError).
-    def then_record(state: str) -> list[dict[str, Any]]:
-        return [{"ErrorEquals": ["States.ALL"], "ResultPath": "$.recordError", "Next": state}]
-
-    unrecorded = then_record("Unrecorded")
-
-    return {
-        "Comment": "One scheduled message: wait, claim, fire once on time (components/scheduler)",
-        "StartAt": "Wait",
-        "States": {
-            "Wait": {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Claim"},
-            # STANDBY -> FIRING, recording which execution claimed it: a Claim retried after
-            # its write landed but its answer was lost finds its own claim and goes on
-            # (without `claimed_by` it would fail its condition and strand the message
-            # FIRING, never fired). Any other failure is retried for minutes (a permission
-            # or key taken away and restored); should it never succeed, the execution
-            # fails with the message still STANDBY, and the sweep restarts it under the
-            # next attempt's name (handlers/scheduler.py: sweep).
-            "Claim": {
-                **dynamodb_update(
-                    table_name,
-                    key,
-                    "SET #s = :new, claimed_by = :me, lane = :lane",
-                    {
-                        ":new": {"S": Status.FIRING},
-                        ":expected": {"S": Status.STANDBY},
-                        ":me": {"S.$": "$$.Execution.Id"},
-                        ":lane": {"S.$": "$.firingLane"},
-                    },
-                    condition="#s = :expected OR (#s = :new AND claimed_by = :me)",
-                    names={"#s": "status"},
-                ),
-                "Retry": MUST_LAND,
-                "Catch": [
-                    {"ErrorEquals": [CONDITION_FAILED], "ResultPath": None, "Next": "NotFired"},
-                    {
-                        "ErrorEquals": ["States.ALL"],
-                        "ResultPath": "$.claimError",
-                        "Next": "NotClaimed",
-                    },
-                ],
-                "Next": "OnTheDot",
-            },
-            "OnTheDot": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::lambda:invoke",
-                "Parameters": {
-                    "FunctionName": clock_arn,
-                    "Payload": {"publishTime.$": "$.publishTime"},
-                },
-                "ResultPath": None,
-                "Retry": [
-                    # Only if the Wait woke further ahead than one invocation can sleep.
-                    {
-                        "ErrorEquals": ["NotYet"],
-                        "IntervalSeconds": 1,
-                        "MaxAttempts": 99,
-                        "BackoffRate": 1,
-                    }
-                ],
-                # Any other failure (a throttle, an outage): fire by the Wait instead.
-                "Catch": [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Late"}],
-                "Next": "Fire",
-            },
-            "Late": {"Type": "Wait", "TimestampPath": "$.lateAt", "Next": "Fire"},
-            **fire_states(kinds),
-            "MarkDone": {
-                **set_status(Status.DONE, Status.FIRING, *fired_at),
-                "Catch": then_record("RecordDone"),
-                "End": True,
-            },
-            # The target has fired: its status is written until it lands (two failed writes
-            # in a row, MarkDone's and one more, had left the message FIRING for good).
-            "RecordDone": {
-                **set_status(Status.DONE, None, *fired_at),
-                "Retry": MUST_LAND,
-                "Catch": unrecorded,
-                "End": True,
-            },
-            "MarkFailed": {
-                **set_status(Status.FAILED, Status.FIRING, *error),
-                "Catch": then_record("RecordFailure"),
-                "Next": "Failed",
-            },
-            "RecordFailure": {
-                **set_status(Status.FAILED, None, *error),
-                "Retry": MUST_LAND,
-                "Catch": unrecorded,
-                "Next": "Failed",
-            },
-            "Unrecorded": {
-                "Type": "Fail",
-                "Error": "StatusNotRecorded",
-                "Cause": "the message's final status could not be written: see $.recordError",
-            },
-            "Failed": {
-                "Type": "Fail",
-                "Error": "TargetFailed",
-                "Cause": "the channel's Lambda failed",
-            },
-            "NotFired": {"Type": "Succeed", "Comment": "cancelled (or no longer STANDBY) in time"},
-            "NotClaimed": {
-                "Type": "Fail",
-                "Error": "ClaimFailed",
-                "Cause": "the message could not be claimed and is still STANDBY: the sweep "
-                "restarts it (see $.claimError)",
-            },
-        },
-    }
-
-
 def slot_definition(slot_function_arn: str) -> dict[str, Any]:
-    """Wait -> Fire: one execution per second of publish times (handlers/scheduler_slots.py).
-    Two state transitions, whatever the number of messages. A failed Fire is retried (the
-    function finds its own claims: at least once to the target, with the message id, as
-    the waiting machine's Fire retries), but never after StatusNotRecorded (the
-    deliveries happened); a slot that fails for good leaves its unclaimed messages
-    STANDBY, and the sweep starts each on its own execution once overdue."""
+    """Wait -> Fire: one execution per second of publish times, or a slot of one (a message
+    too late for its second's: its input names it), handlers/scheduler_slots.py. Two
+    state transitions, whatever the number of messages. A failed Fire is retried (the
+    function finds its own claims: at least once to the target, with the message id),
+    but never after StatusNotRecorded (the deliveries happened); a slot that fails for
+    good leaves its unclaimed messages STANDBY, and the sweep starts each on its own
+    execution once overdue."""
     return {
         "Comment": "One second's messages: wait, claim, fire each once on time "
         "(components/scheduler)",
@@ -335,7 +100,9 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
                 "Parameters": {
                     "FunctionName": slot_function_arn,
                     "Payload": {
-                        "slot.$": "$.slot",
+                        # the whole input: a slot of one's names its message (a path to a
+                        # field some inputs lack would fail the others)
+                        "input.$": "$",
                         "execution.$": "$$.Execution.Id",
                         # each attempt claims as itself; a retry, or a restart of a slot
                         # whose claimant died (its name says so), also takes up claims
@@ -347,11 +114,16 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
                 "Retry": [
                     {"ErrorEquals": ["StatusNotRecorded"], "MaxAttempts": 0},
                     LAMBDA_RETRY,
+                    # Claims the table kept refusing (a throttle, AccessDenied from a
+                    # policy being changed): retried for about 5 minutes, each retry
+                    # taking up what is left, before the message waits for the sweep.
                     {
                         "ErrorEquals": ["States.ALL"],
-                        "IntervalSeconds": 1,
-                        "MaxAttempts": 2,
+                        "IntervalSeconds": 2,
+                        "MaxAttempts": 8,
                         "BackoffRate": 2,
+                        "MaxDelaySeconds": 60,
+                        "JitterStrategy": "FULL",
                     },
                 ],
                 "End": True,
@@ -421,7 +193,7 @@ class Scheduler(Component):
     """Pattern 3: register messages by API (POST /messages); each fires once, at its time."""
 
     _kind = "Scheduler"
-    _functions = ("api", "starter", "sweep", "slots", "slot-workers", "clock")
+    _functions = ("api", "starter", "sweep", "slots", "slot-workers")
 
     alarm_names: pulumi.Output[list[str]]
     """Its alarms (DLQ not empty, messages failed or overdue, executions failed)."""
@@ -431,9 +203,8 @@ class Scheduler(Component):
     table: aws.dynamodb.Table
     """Messages and channels."""
     state_machine: aws.sfn.StateMachine
-    """The waiting machine: one execution per message that came too late for its slot."""
-    slot_state_machine: aws.sfn.StateMachine
-    """The slot clock: one execution per second of publish times."""
+    """The slot clock: one execution per second of publish times, or per message that came
+    too late for its second's."""
     url: pulumi.Output[str]
     """The API: POST /messages, GET and DELETE /messages/{id}."""
     api_key: pulumi.Output[str]
@@ -444,8 +215,6 @@ class Scheduler(Component):
     """Moves messages due within the window to STANDBY."""
     starter_function: aws.lambda_.Function
     """Starts a STANDBY message's execution."""
-    clock_function: aws.lambda_.Function
-    """Returns at a message's publish time."""
     slot_function: aws.lambda_.Function
     """Fires a second's messages, each at its millisecond."""
 
@@ -456,15 +225,13 @@ class Scheduler(Component):
         super().__init__(name, args.roles, args.platform, opts)
         self.table = self._table(name)
         targets = self._channels(name, args)
-        self.clock_function = self._clock(name)
-        self.state_machine = self._waiter(name, targets)
-        self.slot_function, self.slot_state_machine = self._slots(name, args, targets)
+        self.slot_function, self.state_machine = self._slots(name, args, targets)
         environment = SchedulerSettings.environment(
             table=self.table.name,
             state_machine_arn=self.state_machine.arn,
             window_seconds=encode(args.window_minutes * 60),
             late_tolerance_seconds=encode(args.late_tolerance_seconds),
-            slot_machine_arn=self.slot_state_machine.arn,
+            join_slots=encode(True),
         ) | metrics_environment(name, args.monitoring)
         self.dlq = dead_letter_queue(name, self)
         self.url, self.api_key = self._api(name, args, environment)
@@ -475,13 +242,11 @@ class Scheduler(Component):
             {
                 "table": self.table.name,
                 "stateMachineArn": self.state_machine.arn,
-                "slotStateMachineArn": self.slot_state_machine.arn,
                 "url": self.url,
                 "apiKey": self.api_key,
                 "dlqUrl": self.dlq.url,
                 "sweepFunction": self.sweep_function.name,
                 "starterFunction": self.starter_function.name,
-                "clockFunction": self.clock_function.name,
                 "slotFunction": self.slot_function.name,
             },
         )
@@ -505,11 +270,6 @@ class Scheduler(Component):
         )
         watch.failed_executions(
             self.state_machine.arn,
-            "waiting executions failed (a target's failure, or a status that could not be "
-            "written: the execution's history says which)",
-        )
-        watch.failed_executions(
-            self.slot_state_machine.arn,
             "slot executions failed (the slot function kept failing, or a delivered "
             "message's status could not be written: the execution's history says which; "
             "unclaimed messages are restarted by the sweep)",
@@ -555,19 +315,6 @@ class Scheduler(Component):
                 opts=pulumi.ResourceOptions(parent=self),
             )
         return targets
-
-    def _clock(self, name: str) -> aws.lambda_.Function:
-        """Returns at a message's publish time: needs no AWS permission of its own."""
-        return handler_function(
-            f"{name}-clock",
-            handler="exactly_once.handlers.scheduler_clock.handler",
-            statements=[],
-            environment={},
-            timeout=CLOCK_TIMEOUT_SECONDS,
-            memory_size=128,
-            parent=self,
-            platform=self._platform,
-        ).function
 
     def _slots(
         self, name: str, args: SchedulerArgs, targets: dict[str, pulumi.Output[str]]
@@ -621,47 +368,11 @@ class Scheduler(Component):
         )
         return function, machine
 
-    def _waiter(self, name: str, targets: dict[str, pulumi.Output[str]]) -> aws.sfn.StateMachine:
-        """The waiting machine; its role may update the table, invoke the clock and
-        deliver to the channels' targets, each kind with its own action."""
-        table, clock = self.table, self.clock_function
-        arns = list(targets.values())
-
-        def kinds(resolved: list[str]) -> list[TargetKind]:
-            return [
-                kind_of(arn, f"channel {channel!r}'s target")
-                for channel, arn in zip(targets, resolved, strict=True)
-            ]
-
-        def definition(values: list[str]) -> str:
-            table_name, clock_arn, *resolved = values
-            return json.dumps(waiting_definition(table_name, clock_arn, frozenset(kinds(resolved))))
-
-        def statements(values: list[str]) -> list[dict[str, Any]]:
-            table_arn, clock_arn, *resolved = values
-            by_action: dict[str, list[str]] = {}
-            for kind, arn in zip(kinds(resolved), resolved, strict=True):
-                by_action.setdefault(ACTIONS[kind], []).append(arn)
-            by_action.setdefault(ACTIONS[TargetKind.LAMBDA], []).append(clock_arn)
-            return [
-                allow(["dynamodb:UpdateItem"], [table_arn]),
-                *[allow([action], found) for action, found in sorted(by_action.items())],
-            ]
-
-        granted: Any = pulumi.Output.all(table.arn, clock.arn, *arns).apply(statements)
-        return state_machine(
-            f"{name}-waiter",
-            pulumi.Output.all(table.name, clock.arn, *arns).apply(definition),
-            self,
-            granted,
-            self._platform,
-        )
-
     def _api(
         self, name: str, args: SchedulerArgs, environment: Mapping[str, pulumi.Input[str]]
     ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """The register API: its function and REST API; (url, api key)."""
-        table, machine, slots = self.table, self.state_machine, self.slot_state_machine
+        table, machine = self.table, self.state_machine
         function = handler_function(
             f"{name}-api",
             handler="exactly_once.handlers.scheduler_api.handler",
@@ -672,7 +383,7 @@ class Scheduler(Component):
                 ),
                 allow(["states:StopExecution"], [executions_of(machine.arn)]),
                 # A message due within the window is started at registration (no stream lag).
-                allow(["states:StartExecution"], [machine.arn, slots.arn]),
+                allow(["states:StartExecution"], [machine.arn]),
             ],
             environment=environment,
             parent=self,
@@ -684,7 +395,7 @@ class Scheduler(Component):
         self, name: str, args: SchedulerArgs, environment: Mapping[str, pulumi.Input[str]]
     ) -> aws.lambda_.Function:
         """Moves due RESERVED messages to STANDBY and starts STANDBY ones the stream missed."""
-        table, machine, slots = self.table, self.state_machine, self.slot_state_machine
+        table, machine = self.table, self.state_machine
         function = handler_function(
             f"{name}-sweep",
             handler="exactly_once.handlers.scheduler.sweep_handler",
@@ -696,12 +407,11 @@ class Scheduler(Component):
                 # described before its next attempt starts; a slot restarted for a claim
                 # whose claimant died (unless its execution failed StatusNotRecorded:
                 # described first)
-                allow(["states:StartExecution"], [machine.arn, slots.arn]),
+                allow(["states:StartExecution"], [machine.arn]),
                 allow(
                     ["states:DescribeExecution", "states:StopExecution"],
                     [executions_of(machine.arn)],
                 ),
-                allow(["states:DescribeExecution"], [executions_of(slots.arn)]),
             ],
             environment=environment,
             timeout=300,
@@ -722,12 +432,11 @@ class Scheduler(Component):
     ) -> aws.lambda_.Function:
         """Starts the slot clock of each STANDBY message (or its own execution)."""
         table, machine, dlq = self.table, self.state_machine, self.dlq
-        slots = self.slot_state_machine
         starter = handler_function(
             f"{name}-starter",
             handler="exactly_once.handlers.scheduler.stream_handler",
             statements=[
-                allow(["states:StartExecution"], [machine.arn, slots.arn]),
+                allow(["states:StartExecution"], [machine.arn]),
                 # A start that raced a cancel reads the status and stops the execution.
                 allow(["dynamodb:GetItem"], [table.arn]),
                 allow(["states:StopExecution"], [executions_of(machine.arn)]),

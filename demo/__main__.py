@@ -207,7 +207,7 @@ def scheduler(out: dict[str, Any], messages: int) -> Row:
         scheduler_live(out)
     headers = {"x-api-key": out["apiKey"]}
     # Whole and fractional publish times, half a second apart: the Wait counts whole
-    # seconds, the clock function the fraction.
+    # seconds, the slot function the fraction.
     publish = math.ceil(time.time()) + 10
     ids = []
     for i in range(messages):

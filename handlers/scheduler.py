@@ -4,14 +4,16 @@ One table: `MESSAGE#<id>` items (status, publish_at, channel, parameters) and
 `INVOKER#<channel>` items (the channel's target Lambda ARN). Every status change is
 a conditional write on the expected current status:
 
-    RESERVED --sweep--> STANDBY --stream starter--> execution `<id>` Waits
+    RESERVED --sweep--> STANDBY --API or stream starter--> its second's slot execution
+                        (`slot-<epoch>`), or its own (`<id>`), Waits
                         (or the next sweep, should the stream never start it)
-    STANDBY --state machine Claim, LEAD_SECONDS before publishTime--> FIRING --> DONE | FAILED
-    RESERVED | STANDBY --DELETE--> CANCELLED   (a started Wait is stopped too)
+    STANDBY --the slot function's claim, LEAD_SECONDS before publishTime--> FIRING
+            --> DONE | FAILED   (handlers/scheduler_slots.py)
+    RESERVED | STANDBY --DELETE--> CANCELLED   (its own execution, if started, is stopped)
 
-The starter names each execution by the message id, so a redelivered stream record
-or an overlapping sweep never starts a second one, and the Claim (STANDBY -> FIRING)
-means a cancel that wins the race is never fired.
+Executions are named by the second or the message id, so a redelivered stream record or
+an overlapping sweep never starts a second one, and the claim (STANDBY -> FIRING) means
+a cancel that wins the race is never fired.
 """
 
 from __future__ import annotations
@@ -30,25 +32,23 @@ from typing import Any
 from exactly_once.handlers import metrics, timestamps
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
-from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
+from exactly_once.handlers.executions import Outcome, ReusePolicy, execution_arn, start_once
+from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler_index import ENDED, STATUS_INDEX, due, lane, lanes
 from exactly_once.handlers.settings import Settings
-from exactly_once.handlers.targets import address, kind_of
 
 __all__ = ["STATUS_INDEX"]  # re-exported: components and tests name the index from here
 MAX_PARAMETERS_BYTES = 32 * 1024
 MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
-# The waiting execution wakes this many whole seconds early to claim the message and let
-# the clock function start (cold) before the instant; cancels are refused from then on.
-LEAD_SECONDS = 2
-# A STANDBY message this long past its time was never claimed: its execution failed (a
-# Claim that kept failing: components/scheduler.py MUST_LAND) or was stopped, so the
-# sweep starts the next attempt (`-r1`, ...) instead of counting a duplicate. Until then
-# the execution may still be claiming it, and a restart would only find it RUNNING.
+# A STANDBY message this long past its time was never claimed: its execution failed (claims
+# that kept failing) or was stopped, so the sweep starts the next attempt (`-r1`, ...)
+# instead of counting a duplicate. Until then the execution may still be claiming it, and
+# a restart would only find it RUNNING.
 OVERDUE_SECONDS = 60
-# A FIRING message is normally DONE or FAILED within its target's timeout (Lambda's is at
-# most 15 minutes) plus the status write's retries (MUST_LAND, about 5 minutes).
+# A FIRING message without a lease was claimed by 0.4's waiting machine (every claim since
+# holds a lease): normally DONE or FAILED within its target's timeout (Lambda's is at most
+# 15 minutes) plus the status write's retries (about 5 minutes).
 STUCK_FIRING_SECONDS = 20 * 60
 
 
@@ -58,18 +58,19 @@ class SchedulerSettings(Settings):
 
     table: str
     state_machine_arn: str
+    """The slot clock's state machine (handlers/scheduler_slots.py)."""
     window_seconds: int
     late_tolerance_seconds: int
     """How far in the past a publish time may be when the request arrives: such a message
     is accepted and fired at once, recorded as late (its lateness on arrival)."""
-    slot_machine_arn: str = ""
-    """The slot clock's state machine (handlers/scheduler_slots.py); "" (tests, the fault
-    explorer) starts every message on its own execution."""
+    join_slots: bool = True
+    """False: every message on its own execution, a slot of one (the benchmarks'
+    alternative: a StartExecution and its transitions per message)."""
 
 
 class Status(StrEnum):
-    """A message's status (the diagram above); the waiting state machine writes FIRING,
-    DONE and FAILED (components/scheduler.py)."""
+    """A message's status (the diagram above); the slot function writes FIRING, DONE and
+    FAILED (handlers/scheduler_slots.py)."""
 
     RESERVED = "RESERVED"
     STANDBY = "STANDBY"
@@ -321,10 +322,8 @@ def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
         if message["status"] == Status.CANCELLED:
             return message
         raise Conflict(f"message is {message['status']}; only RESERVED or STANDBY can be cancelled")
-    # The Claim step would refuse to fire anyway; stopping the Wait just ends it early.
-    from exactly_once.handlers.executions import execution_arn
-    from exactly_once.handlers.names import execution_name
-
+    # Its claim would find it CANCELLED anyway; stopping its own Wait just ends it early
+    # (a slot's execution is its second's other messages' too: it runs on).
     _stop(execution_arn(config.state_machine_arn, execution_name(message_id)))
     message = get(config, message_id)
     assert message is not None
@@ -367,7 +366,7 @@ def sweep(
             )
             outcome = start(config, image, context, policy)
             restarted += outcome.status == "STARTED"
-            if overdue and outcome.existing_status == "SUCCEEDED" and config.slot_machine_arn:
+            if overdue and outcome.existing_status == "SUCCEEDED":
                 # Its own execution ended without firing it (the slot had claimed it then,
                 # and gave it back unsent): a restart of its slot fires it.
                 restarts.add(slots.slot_of(float(image["publish_at"]["N"])))
@@ -399,9 +398,9 @@ def _firing(
     to the target, with the id, as any retried delivery. Not while the claimant's execution
     runs (its Fire's retry takes it up); nor when it failed StatusNotRecorded naming that
     claimant: it delivered the message and could not write so (a restart would deliver it
-    again): that one is marked `unrecorded` and stays overdue, for the alarm. One with no lease (a
-    message's own execution) is counted once it has been FIRING too long (its execution
-    ended without writing DONE or FAILED). `restarts`: slots to restart besides."""
+    again): that one is marked `unrecorded` and stays overdue, for the alarm. One with no
+    lease (claimed by 0.4's waiting machine) is counted once it has been FIRING too long.
+    `restarts`: slots to restart besides."""
     restarted = overdue = 0
     ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
     for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
@@ -409,7 +408,7 @@ def _firing(
         if image is None or image["status"]["S"] != Status.FIRING:
             continue
         publish_at = float(image["publish_at"]["N"])
-        if "lease" in image and config.slot_machine_arn:
+        if "lease" in image:
             if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:
                 continue  # its claimant may still be delivering it
             overdue += 1
@@ -430,7 +429,7 @@ def _firing(
     # takes one of those over (`scheduler_slots.claim`).
     for slot in sorted(restarts):
         outcome = start_once(
-            config.slot_machine_arn,
+            config.state_machine_arn,
             slots.restart_name(slot, now),
             slots.slot_input(slot),
             request_id(context),
@@ -463,8 +462,8 @@ def _mark_unrecorded(config: SchedulerSettings, message_id: str, claimed_by: str
 
 def _end_of(execution_arn: str) -> tuple[str, str]:
     """(status, cause): the claimant's execution's status, and the cause it failed with if
-    StatusNotRecorded (naming the claimant whose deliveries happened). Not a slot
-    execution, or one gone: ("", "")."""
+    StatusNotRecorded (naming the claimant whose deliveries happened). Not an execution,
+    or one gone: ("", "")."""
     if not execution_arn.startswith("arn:"):
         return "", ""
     try:
@@ -488,42 +487,7 @@ def sweep_handler(event: Any, context: Any) -> dict[str, int]:
     return sweep(SchedulerSettings.current(), context=context)
 
 
-# -- the stream starter: one execution per STANDBY message, named by its id ---------------
-def execution_input(image: dict[str, Any]) -> dict[str, Any]:
-    """The waiting execution's input. Wait states count whole seconds (AWS truncates a
-    timestamp's fraction, LocalStack also ends up to a second early), so the Wait ends
-    at `wakeAt`, a whole second at least `LEAD_SECONDS` before the publish time, and the
-    clock function sleeps out the rest (`components.scheduler.waiting_definition`).
-    `lateAt`, a whole second after it, is when the fallback Wait fires should the clock
-    function fail: late, never early, even ending a second early."""
-    publish_at = float(image["publish_at"]["N"])
-
-    def second(epoch: int) -> str:
-        return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-    target = image["target_arn"]["S"]
-    delivery = {
-        "id": image["id"]["S"],
-        "channel": image["channel"]["S"],
-        "parameters": json.loads(image["parameters"]["S"]),
-        "publishTime": publish_at,
-    }
-    if "late_on_arrival" in image:  # accepted late: the target is told by how much
-        delivery["lateOnArrival"] = float(image["late_on_arrival"]["N"])
-    return {
-        **delivery,
-        "targetArn": target,
-        # How the waiting machine delivers it (components/targets.py): the kind, the
-        # address its API takes (a queue's URL), and what it sends.
-        "targetKind": kind_of(target),
-        "target": address(target),
-        "delivery": delivery,
-        "firingLane": lane(Status.FIRING, image["id"]["S"]),  # what the Claim writes
-        "wakeAt": second(math.floor(publish_at) - LEAD_SECONDS),
-        "lateAt": second(math.ceil(publish_at) + 1),
-    }
-
-
+# -- the stream starter: each STANDBY message's slot (or its own execution), started once --
 def start(
     config: SchedulerSettings,
     image: dict[str, Any],
@@ -531,25 +495,30 @@ def start(
     reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE,
 ) -> Outcome:
     """Start what fires a STANDBY message: its second's slot clock while the slot has not
-    read its messages yet (`scheduler_slots.join_by`), else its own execution, named by
-    its id. Either is started once, however often asked (with ALLOW_DUPLICATE_FAILED_ONLY:
-    the next attempt of its own execution, after one that ended unclaimed)."""
-    if config.slot_machine_arn and reuse_policy == ReusePolicy.REJECT_DUPLICATE:
-        slot = slots.slot_of(float(image["publish_at"]["N"]))
+    read its messages yet (`scheduler_slots.join_by`), else a slot of one, its own
+    execution, named by its id. Either is started once, however often asked (with
+    ALLOW_DUPLICATE_FAILED_ONLY: the next attempt of its own execution, after one that
+    ended unclaimed)."""
+    publish_at, message_id = float(image["publish_at"]["N"]), image["id"]["S"]
+    slot = slots.slot_of(publish_at)
+    joins = config.join_slots and reuse_policy == ReusePolicy.REJECT_DUPLICATE
+    if joins and time.time() < slots.join_by(slot):
+        outcome = _start_slot(config.state_machine_arn, slot, context)
+        # In time only if the slot had not woken when the start returned (a slow call
+        # may straddle the cutoff): otherwise its own execution too; the claim decides.
         if time.time() < slots.join_by(slot):
-            outcome = _start_slot(config.slot_machine_arn, slot, context)
-            # In time only if the slot had not woken when the start returned (a slow call
-            # may straddle the cutoff): otherwise its own execution too; the claim decides.
-            if time.time() < slots.join_by(slot):
-                log("INFO", outcome.status, message_id=image["id"]["S"], execution=outcome.name)
-                return outcome
-    document = execution_input(image)
+            log("INFO", outcome.status, message_id=message_id, execution=outcome.name)
+            return outcome
     outcome = start_once(
-        config.state_machine_arn, document["id"], document, request_id(context), reuse_policy
+        config.state_machine_arn,
+        message_id,
+        slots.slot_input(slot, message_id),
+        request_id(context),
+        reuse_policy,
     )
-    log("INFO", outcome.status, message_id=document["id"], execution=outcome.name)
+    log("INFO", outcome.status, message_id=message_id, execution=outcome.name)
     if outcome.status == "STARTED":
-        _stop_if_cancelled(config, document["id"], outcome.execution_arn)
+        _stop_if_cancelled(config, message_id, outcome.execution_arn)
     return outcome
 
 
@@ -575,7 +544,7 @@ def _start_slot(machine_arn: str, slot: int, context: Any) -> Outcome:
 def _stop_if_cancelled(config: SchedulerSettings, message_id: str, arn: str) -> None:
     """A cancel between the STANDBY image this start read and the start itself found no
     execution to stop: stop it now, rather than let it wait to find CANCELLED at its Claim
-    (harmless, but a waiting execution nobody needs)."""
+    (harmless, but an execution nobody needs)."""
     item = _item(config, message_id)
     if item is not None and item["status"]["S"] != Status.CANCELLED:
         return
@@ -599,9 +568,9 @@ def stream_handler(event: Any, context: Any) -> dict[str, Any]:
 
 def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[str, Any]:
     """Records arrive filtered to STANDBY images, and to FIRING -> DONE or FAILED ones (for
-    the metrics: the waiting machine writes those itself, with no function of ours to
-    see them). A failure raises, so the event source mapping retries and bisects the
-    batch; starting again is harmless (same name)."""
+    the metrics: one line per message, out of the slot function's hot path). A failure
+    raises, so the event source mapping retries and bisects the batch; starting again is
+    harmless (same name)."""
     outcomes = []
     ended: list[dict[str, Any]] = []
     for record in event.get("Records", []):

@@ -1,21 +1,24 @@
-"""The scheduler's slot clock: one waiting execution per second of publish times, not per message.
+"""The scheduler's one firing engine: an execution per second of publish times, or per message.
 
 Messages due in the same second share one STANDARD execution, named by that second
 (`slot-<epoch>`, so however many messages, stream records or sweeps start it, it starts
 once). It Waits until `LEAD_SECONDS` before the second, then invokes `handler` here,
-which reads the second's messages from the status index, claims each with the same
-conditional write as a message's own execution (STANDBY -> FIRING, `claimed_by` the
-slot's execution: a retried or duplicated clock fires nothing twice), delivers each at
-its own millisecond, and writes DONE or FAILED. A slot past `CHUNK` messages fans out
+which reads the second's messages from the status index, claims each with a conditional
+write (STANDBY -> FIRING, `claimed_by` the slot's execution: a retried or duplicated
+clock fires nothing twice), delivers each at its own millisecond, and writes DONE or
+FAILED. A slot past `CHUNK` messages fans out
 to the workers function (this handler with a whole vCPU), each worker taking a share of
 the status index's lanes. Per message that is two writes and no state transition; the
 slot's own two transitions are shared by every message of its second (docs/cost.md).
 
 A message joins its slot only if it is started before `join_by(slot)` (the slot then
 reads the index after the message was written, with `JOIN_MARGIN_SECONDS` for the
-index to catch up); later it takes its own execution, as before (handlers/scheduler.py:
-start). Once its second is over a slot reads the index once more and fires any message
-the first read missed (late, not at the next sweep).
+index to catch up). A later one (registered late or too near its second, or restarted
+overdue by the sweep) gets a slot of one: an execution of the same state machine, named
+by its id, whose input names the message (`slot_input`); the same code claims, delivers,
+retries and records it, reading the message by its key instead of the index. Once its
+second is over a slot reads the index once more and fires any message the first read
+missed (late, not at the next sweep).
 """
 
 from __future__ import annotations
@@ -47,8 +50,7 @@ JOIN_MARGIN_SECONDS = 1  # the index's catch-up before the slot reads it
 CHUNK = 50
 THREADS = 32  # concurrent claims and deliveries per invocation
 SLOT_PREFIX = "slot-"
-# A delivery is retried as the waiting machine's Fire step retries it
-# (components/scheduler.py: THROTTLED_INVOKE, TARGET_FAILED).
+# A delivery's throttles are retried (`deliver`), never taken for a refusal.
 THROTTLE_CODES = frozenset(
     {
         "TooManyRequestsException",
@@ -107,10 +109,13 @@ def slot_name(slot: int) -> str:
     return f"{SLOT_PREFIX}{slot}"
 
 
-def slot_input(slot: int) -> dict[str, Any]:
-    """A slot execution's input: its second, and when its Wait ends (whole seconds)."""
+def slot_input(slot: int, message_id: str | None = None) -> dict[str, Any]:
+    """A slot execution's input: its second, and when its Wait ends (whole seconds: a
+    Wait drops a timestamp's fraction, so the handler sleeps out the rest); with
+    `message_id`, a slot of one: that message only."""
     wake = dt.datetime.fromtimestamp(slot - LEAD_SECONDS, dt.UTC)
-    return {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    found: dict[str, Any] = {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    return {**found, "message": message_id} if message_id else found
 
 
 def restart_name(slot: int, swept_at: float) -> str:
@@ -276,7 +281,7 @@ class TargetFailed(Exception):
 
 
 def delivery_of(item: dict[str, Any]) -> dict[str, Any]:
-    """What the target receives: as the waiting machine sends it (scheduler.execution_input)."""
+    """What the target receives: the message, its id first (targets drop a redelivery by it)."""
     delivery = {
         "id": item["id"]["S"],
         "channel": item["channel"]["S"],
@@ -344,7 +349,7 @@ def deliver(
     sleep: Callable[[float], None] | None = None,
     deadline: float | None = None,
 ) -> None:
-    """`send` with the waiting machine's retries: a throttle up to 30 times (1 s growing
+    """`send` with retries: a throttle up to 30 times (1 s growing
     1.5x to at most 5 s, full jitter), or until `deadline` when later (a throttled call
     never ran: waiting longer loses nothing, where giving up would mark the message
     FAILED undelivered), but never past it while nothing may have run (OutOfTime: the
@@ -456,7 +461,7 @@ def fire_one(
     handled: set[str] | None = None,
 ) -> concurrent.futures.Future[str]:
     """Sleep to the message's publish time, deliver it, and have `recorder` write DONE or
-    FAILED (with the target's error, as the waiting machine writes it): its outcome,
+    FAILED (with the target's error, as Step Functions words a Task's): its outcome,
     TAKEN_OVER or UNRECORDED; RELEASED if it was never sent (past `deadline`). The write
     does not hold up the next delivery (a burst's status writes may meet the table's
     throughput). `handled` collects the messages it took in hand."""
@@ -509,6 +514,7 @@ def fire(
     retried: bool = False,
     deadline: float | None = None,
     lease: float | None = None,
+    only: str | None = None,
 ) -> dict[str, Any]:
     """Fire the slot's messages of this shard (shard 0 of 1: the whole slot, fanned out to
     `invoke`d workers past CHUNK messages, at most one per lane); counts by outcome (DONE,
@@ -517,10 +523,11 @@ def fire(
     `lease`, this invocation's end. `retried`: a later attempt of the slot's Fire, or a
     restart of a slot that failed: it also takes up FIRING messages whose claimant's lease
     ended, waiting (within its own time) for an earlier attempt's to end. `deadline`:
-    until when a throttled delivery may be retried."""
+    until when a throttled delivery may be retried. `only`: a slot of one, that message
+    (claimed by its key: no index read, so nothing for the index to miss)."""
     lease = lease if lease is not None else time.time() + SLOT_SECONDS
     statuses = ("STANDBY", "FIRING") if retried else ("STANDBY",)
-    ids = members(table, slot, statuses, shard, of)
+    ids = [only] if only else members(table, slot, statuses, shard, of)
     if of == 1 and len(ids) > CHUNK and invoke is not None:
         workers = min(scheduler_index.LANES, math.ceil(len(ids) / CHUNK))
         return _fan_out(table, slot, me, workers, invoke, retried, lease)
@@ -557,14 +564,15 @@ def fire(
         # the pool stops first: a delivery still running hands its status to the recorder
         with recorder, pool:
             fire_these(ids)
-            # The index may have missed a message the first read (it lags behind the table:
-            # DynamoDB developer guide, "Read consistency for global secondary indexes").
-            # Read again once the second is over, the index having had the whole second
-            # to catch up: a message missed twice would wait for the sweep (an hour).
-            again = slot + 1
-            if deadline is None or again < deadline:
-                time.sleep(max(0.0, again - time.time()))
-            fire_these(members(table, slot, statuses, shard, of))
+            if not only:
+                # The index may have missed a message the first read (it lags behind the
+                # table: DynamoDB developer guide, "Read consistency for global secondary
+                # indexes"). Read again once the second is over, the index having had the
+                # whole second to catch up: a message missed twice would wait for the sweep.
+                again = slot + 1
+                if deadline is None or again < deadline:
+                    time.sleep(max(0.0, again - time.time()))
+                fire_these(members(table, slot, statuses, shard, of))
             if retried and held:
                 # An earlier attempt of this slot still holds these, and delivers them while
                 # it runs; should it die first, they stay FIRING until its lease (and the
@@ -638,10 +646,11 @@ def _invoker(function_arn: str) -> Invoke:
 
 @lambda_handler
 def handler(event: Any, context: Any) -> dict[str, Any]:
-    """The slot's state machine invokes it with {slot, execution, retry}; the slot invokes
-    a worker with {slot, claimant, shard, of, retry, until}. Each invocation claims as
-    itself (its request id in `claimant`): a second invocation of one attempt, should one
-    ever run, never finds the first's claims its own."""
+    """The state machine invokes it with {input: the execution's (`slot_input`), execution,
+    retry} (a 0.4 slot's definition: {slot, execution, retry}); the slot invokes a worker
+    with {slot, claimant, shard, of, retry, until}. Each invocation claims as itself (its
+    request id in `claimant`): a second invocation of one attempt, should one ever run,
+    never finds the first's claims its own."""
     settings = SlotSettings.current()
     clients()  # once per cold start, before any thread needs one
     table = settings.table
@@ -649,7 +658,8 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     fans_out = of == 1 and settings.workers_function  # (a worker never fans out again)
     invoke = _invoker(settings.workers_function) if fans_out else None
     attempt = int(event.get("retry", 0))
-    slot = int(event["slot"])
+    given = event.get("input", event)
+    slot, only = int(given["slot"]), given.get("message") or None
     invocation = str(getattr(context, "aws_request_id", "") or "")
     if "claimant" in event:  # a worker: its slot's attempt, and this invocation
         retried = bool(event.get("retry"))
@@ -664,7 +674,7 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     lease = time.time() + remaining
     if "until" in event:
         lease = min(lease, float(event["until"]))
-    counts = fire(table, slot, me, shard, of, invoke, retried, lease - 60, lease)
+    counts = fire(table, slot, me, shard, of, invoke, retried, lease - 60, lease, only)
     if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
         raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], counts["unrecorded_by"]))
     if of == 1 and (counts.get("NOT_CLAIMED") or counts.get("RELEASED")):

@@ -208,7 +208,7 @@ def _lanes(args: argparse.Namespace) -> dict[str, int]:
 
     table = args.table
     if not table and args.outputs:
-        table = _outputs(args.outputs, args.component, {"table", "slotStateMachineArn"})["table"]
+        table = _outputs(args.outputs, args.component, {"table", "stateMachineArn"})["table"]
     if not table:
         raise CommandError("give --table, or --outputs (a stack's outputs) and --component")
     _checked("--table", table, TABLE, "a DynamoDB table name")

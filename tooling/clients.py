@@ -301,7 +301,7 @@ def scheduler_live(out: dict[str, Any], timeout: float = 300) -> None:
     polling a while after it is created (~2 min seen on LocalStack; minutes on AWS too); it
     reads from the stream's start, so messages it should start meanwhile start late. The
     probe is due within the window, so the API starts its execution itself; it is
-    cancelled at once (its Claim finds it CANCELLED: it never fires), and the stream is live
+    cancelled at once (its claim finds it CANCELLED: it never fires), and the stream is live
     once the starter has logged the probe's record (a duplicate start)."""
     headers = {"x-api-key": out["apiKey"]}
     body = {"publishTime": time.time() + 60, "channel": next(iter(out["firesTables"]))}

@@ -137,7 +137,7 @@ def test_a_throttled_scheduler_start_is_retried_by_the_stream_and_fires_once(
     publish = time.time() + 15
     body = {"publishTime": publish, "channel": "demo", "parameters": {"tag": tag}}
     # (its slot clock's start: the only StartExecution naming that second's slot)
-    throttle = [f'"slot-{math.floor(publish)}"', out["slotStateMachineArn"]]
+    throttle = [f'"slot-{math.floor(publish)}"', out["stateMachineArn"]]
     # GIVEN StartExecution throttled through all the SDK attempts of the registration's
     # own start and then of the stream starter's
     both = 2 * SDK_ATTEMPTS
@@ -187,41 +187,37 @@ def test_a_throttled_scheduler_target_is_retried_and_fires_once(scheduler: dict[
     assert eventually(lambda: http("GET", get, None, headers)[1]["status"] == "DONE")
 
 
-def test_a_failed_clock_function_fires_by_the_fallback_wait_never_early(
+def test_a_throttled_slot_of_one_is_retried_by_its_state_machine_and_fires_once_never_early(
     scheduler: dict[str, Any],
 ) -> None:
     out = scheduler
     headers = {"x-api-key": out["apiKey"]}
-    # exact in binary: one spelling in every body; too near to join its slot's clock (its
-    # slot wakes before the registration could start it), so it has its own execution
-    publish = math.floor(time.time()) + 3.125
-    found: dict[str, str] = {}
+    key = new_tag()
+    message_id = scheduler_handlers.message_id_for(key)  # known before it is registered
+    # too near to join its second's slot (it wakes before the registration could start
+    # it): its own execution, a slot of one
+    publish = time.time() + 3
 
     def record() -> dict[str, float] | None:
-        return fire_record(out["firesTables"]["demo"], found["id"])
+        return fire_record(out["firesTables"]["demo"], message_id)
 
-    # GIVEN the clock function throttled: the first Invoke with this publishTime is the
-    # OnTheDot step's (the Fire step's comes after it; the stream's images say publish_at;
-    # API Gateway's event holds the body as an escaped string), armed before the
-    # registration: a slow one may be accepted late and reach its clock at once
-    clock = ['"publishTime"', str(publish)]
-    with fault("lambda.Invoke", "TooManyRequestsException", 1, clock) as n:
+    # GIVEN Lambda throttling the slot function's invoke of that execution (its Fire's
+    # payload is the only Invoke body naming the message as "message"), armed before the
+    # registration: a slow one may be accepted late and reach its Fire at once
+    fire = ['"message"', message_id]
+    with fault("lambda.Invoke", "TooManyRequestsException", 1, fire) as n:
         body = {"publishTime": publish, "channel": "demo"}
-        status, created = http("POST", out["url"], body, headers)
-        assert status == 201
-        found["id"] = created["id"]
+        status, created = http("POST", out["url"], body, {**headers, "Idempotency-Key": key})
+        assert (status, created["id"]) == (201, message_id)
         fired = eventually(record, timeout=90, interval=0.5)
         assert n() == 1
-    # THEN the fallback Wait fires it once, after its time, never before: by the whole
-    # second after it (lateAt), or at once if the execution started later than that (a
-    # stream record LocalStack drops is started by the next sweep, within a minute)
+    # THEN its Fire's retry (the throttled invoke never ran) fires it once, never early
     assert fired["fired_at"] >= publish
-    [execution] = executions(out["stateMachineArn"], created["id"])
-    late_at = math.ceil(publish) + 1
-    assert fired["fired_at"] < max(late_at, execution["startDate"].timestamp()) + 30, fired
     assert steady(lambda: record()["fires"], seconds=2) == 1
-    entered = states_entered(execution["executionArn"])
-    assert entered[:5] == ["Wait", "Claim", "OnTheDot", "Late", "Fire"], entered
+    [execution] = executions(out["stateMachineArn"], message_id)
+    assert states_entered(execution["executionArn"])[:2] == ["Wait", "Fire"]
+    get = f"{out['url']}/{message_id}"
+    assert eventually(lambda: http("GET", get, None, headers)[1]["status"] == "DONE")
 
 
 BAD_EVENTS = [

@@ -119,10 +119,10 @@ def test_a_scheduler_claim_refused_by_iam_is_retried_and_fires_once_after_the_fi
 ) -> None:
     out = scheduler
     sfn = client("stepfunctions")
-    role = sfn.describe_state_machine(stateMachineArn=out["stateMachineArn"])["roleArn"]
+    role = client("lambda").get_function_configuration(FunctionName=out["slotFunction"])["Role"]
     headers = {"x-api-key": out["apiKey"]}
-    publish = time.time() + 3
-    # GIVEN the waiting machine's role may not write the table around a message's time
+    publish = time.time() + 3  # too near to join its second's slot: a slot of one
+    # GIVEN the slot function's role may not write the table around a message's time
     with (
         iam.expect_denials(iam.role_name(role), "dynamodb:UpdateItem") as denied,
         iam.role_policy_without(role, "dynamodb:UpdateItem"),
@@ -131,12 +131,12 @@ def test_a_scheduler_claim_refused_by_iam_is_retried_and_fires_once_after_the_fi
             "POST", out["url"], {"publishTime": publish, "channel": "demo"}, headers
         )
         assert status == 201
-        # WHEN its Claim is refused (AccessDenied: before, the execution FAILED at once,
-        # the message stranded STANDBY, never fired and never FAILED)
+        # WHEN its claim is refused (AccessDenied: the claim's own retries, then the
+        # Fire's, never a message stranded STANDBY until the sweep, nor FAILED)
         eventually(denied, timeout=90)
         time.sleep(5)
     # (the permission restored)
-    # THEN the Claim's retry claims it, and it fires once, DONE, never early
+    # THEN a retry of its Fire claims it, and it fires once, DONE, never early
     record = eventually(
         lambda: fire_record(out["firesTables"]["demo"], created["id"]), timeout=240, interval=2
     )

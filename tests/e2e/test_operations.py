@@ -162,18 +162,18 @@ def test_the_platform_options_reach_the_deployed_resources(stack: dict[str, Any]
         logGroupNamePrefix=config["LoggingConfig"]["LogGroup"]
     )["logGroups"]
     assert group["retentionInDays"] == 7
-    for machine in (out["stateMachineArn"], out["slotStateMachineArn"]):
-        described = client("stepfunctions").describe_state_machine(stateMachineArn=machine)
-        # LocalStack's DescribeStateMachine leaves tracingConfiguration out (AWS returns
-        # it); the engine sends it with the rest (deploy/localstack_engine.py), and
-        # tests/unit/test_platform.py holds the component's inputs to it
-        assert described.get("tracingConfiguration", {"enabled": True})["enabled"] is True
-        logging = described["loggingConfiguration"]
-        assert logging["level"] == "ERROR" and logging["includeExecutionData"] is False
-        [destination] = logging["destinations"]
-        assert "/aws/vendedlogs/states/" in destination["cloudWatchLogsLogGroup"]["logGroupArn"]
-        tags = client("stepfunctions").list_tags_for_resource(resourceArn=machine)["tags"]
-        assert {"key": "team", "value": "e2e"} in tags
+    machine = out["stateMachineArn"]
+    described = client("stepfunctions").describe_state_machine(stateMachineArn=machine)
+    # LocalStack's DescribeStateMachine leaves tracingConfiguration out (AWS returns
+    # it); the engine sends it with the rest (deploy/localstack_engine.py), and
+    # tests/unit/test_platform.py holds the component's inputs to it
+    assert described.get("tracingConfiguration", {"enabled": True})["enabled"] is True
+    logging = described["loggingConfiguration"]
+    assert logging["level"] == "ERROR" and logging["includeExecutionData"] is False
+    [destination] = logging["destinations"]
+    assert "/aws/vendedlogs/states/" in destination["cloudWatchLogsLogGroup"]["logGroupArn"]
+    tags = client("stepfunctions").list_tags_for_resource(resourceArn=machine)["tags"]
+    assert {"key": "team", "value": "e2e"} in tags
     table = client("dynamodb").describe_table(TableName=out["table"])["Table"]
     tags = client("dynamodb").list_tags_of_resource(ResourceArn=table["TableArn"])["Tags"]
     assert {"Key": "team", "Value": "e2e"} in tags

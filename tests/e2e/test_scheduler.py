@@ -108,7 +108,7 @@ def test_a_message_fires_once_at_its_time(scheduler: dict[str, Any]) -> None:
     record = eventually(
         lambda: fired(scheduler, created["id"]), timeout=LEAD + BREAKAGE_SECONDS, interval=1
     )
-    # never early (a Wait may end a second early: the clock function holds it back); the
+    # never early (a Wait may end a second early: the slot function sleeps out the rest); the
     # target's own clock
     assert record["fired_at"] >= publish, f"fired {publish - record['fired_at']:.3f}s early"
     assert overdue(record, answered) < BREAKAGE_SECONDS, record
@@ -204,7 +204,7 @@ def test_a_redelivered_stream_record_starts_nothing_new(
     status, created = post(scheduler, {"publishTime": publish, "channel": "demo"})
     assert status == 201
     slot = f"slot-{math.floor(publish)}"
-    eventually(lambda: executions(scheduler["slotStateMachineArn"], slot), timeout=60)
+    eventually(lambda: executions(scheduler["stateMachineArn"], slot), timeout=60)
     # WHEN the same STANDBY record is delivered to the starter again
     item = client("dynamodb").get_item(
         TableName=scheduler["table"], Key={"pk": {"S": f"MESSAGE#{created['id']}"}}
@@ -214,7 +214,7 @@ def test_a_redelivered_stream_record_starts_nothing_new(
     assert invoke(starter, {"Records": [record]})["outcomes"] == ["DUPLICATE"]
     # THEN one slot execution stands, and the message has none of its own; cancel it so it
     # never fires
-    assert len(executions(scheduler["slotStateMachineArn"], slot)) == 1
+    assert len(executions(scheduler["stateMachineArn"], slot)) == 1
     assert executions(scheduler["stateMachineArn"], created["id"]) == []
     http("DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]})
 
@@ -226,7 +226,7 @@ def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
     publish = time.time() + ahead
     status, created = post(scheduler, {"publishTime": publish, "channel": "demo"})
     assert status == 201
-    machine = scheduler["slotStateMachineArn"]
+    machine = scheduler["stateMachineArn"]
     [execution] = eventually(lambda: executions(machine, f"slot-{math.floor(publish)}"))
     status, cancelled = http(
         "DELETE", f"{scheduler['url']}/{created['id']}", None, {"x-api-key": scheduler["apiKey"]}
@@ -452,8 +452,8 @@ def test_idle_messages_at_whole_and_fractional_times_fire_on_the_dot(
 ) -> None:
     # Ten messages a third of a second apart from a whole second: whole, .33 and .67; due
     # well after their registrations (on a slow machine a late one is accepted late and
-    # fires at once: still never early, once, by the clock function)
-    publish = math.ceil(time.time()) + 12 + scheduler_handlers.LEAD_SECONDS
+    # fires at once: still never early, once, by the slot function)
+    publish = math.ceil(time.time()) + 12 + slots.LEAD_SECONDS
     answered: dict[str, float] = {}
     for i in range(10):
         status, created, at = post_timed(
@@ -478,7 +478,7 @@ def test_idle_messages_at_whole_and_fractional_times_fire_on_the_dot(
         slot = math.floor(record["publish_time"])
         if answered[message_id] >= slots.join_by(slot):
             continue
-        [execution] = executions(scheduler["slotStateMachineArn"], f"slot-{slot}")
+        [execution] = executions(scheduler["stateMachineArn"], f"slot-{slot}")
         arn = execution["executionArn"]
         fired_by_its_slot(scheduler, message_id, arn)
         entered = eventually(lambda a=arn: (e := states_entered(a))[-1:] == ["Fire"] and e)
@@ -492,14 +492,14 @@ def test_the_sweep_moves_due_reserved_messages_to_standby_and_they_start(
     status, created = post(scheduler, {"publishTime": time.time() + 123, "channel": "demo"})
     assert (status, created["status"]) == (201, "RESERVED")
     slot = f"slot-{math.floor(created['publishTime'])}"
-    assert executions(scheduler["slotStateMachineArn"], slot) == []
+    assert executions(scheduler["stateMachineArn"], slot) == []
     # WHEN it comes within the window and the sweep runs (as its schedule would)
     time.sleep(4)
     result = invoke(scheduler["sweepFunction"], {})
     # THEN it is STANDBY (moved by this sweep, or by the scheduled one just before it)
     # and its slot's execution is waiting; cancel it so it never fires
     assert message(scheduler, created["id"])[1]["status"] == "STANDBY", result
-    eventually(lambda: executions(scheduler["slotStateMachineArn"], slot))
+    eventually(lambda: executions(scheduler["stateMachineArn"], slot))
     headers = {"x-api-key": scheduler["apiKey"]}
     assert http("DELETE", f"{scheduler['url']}/{created['id']}", None, headers)[0] == 200
 
@@ -542,7 +542,7 @@ def test_messages_due_in_one_second_share_one_slot_execution_and_each_fires_once
     print(json.dumps({"slot": 30, **late}))
     assert late["min"] >= 0, "a message fired before its time"
     assert max(overdue(r, answered[i]) for i, r in records.items()) < BREAKAGE_SECONDS, late
-    [execution] = executions(scheduler["slotStateMachineArn"], f"slot-{slot}")
+    [execution] = executions(scheduler["stateMachineArn"], f"slot-{slot}")
     entered = eventually(
         lambda: (e := states_entered(execution["executionArn"]))[-1:] == ["Fire"] and e
     )
@@ -558,7 +558,7 @@ def test_a_slot_whose_clock_is_redelivered_fires_each_message_once(
     # GIVEN 20 messages in one second, and their slot execution waiting
     slot, times = one_slot(scheduler, 20, 12)
     answered = register_batch(scheduler, times)
-    machine = scheduler["slotStateMachineArn"]
+    machine = scheduler["stateMachineArn"]
     [execution] = eventually(lambda: executions(machine, f"slot-{slot}"))
     # WHEN the clock is delivered again: its start (a redelivered stream record) and a
     # second clock running beside the first (the slot function invoked by another

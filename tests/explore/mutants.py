@@ -148,14 +148,13 @@ CATALOGUE: tuple[Mutant, ...] = (
         """        obj = {**ref.as_dict(), "identity": ref.key}""",
         "ETL and powertools",
     ),
-    # -- pattern 3: the scheduler: its API, stream, sweep and waiting machine ----------------
+    # -- pattern 3: the scheduler: its API, stream, sweep and claim ---------------------------
     Mutant(
-        "waiting-claim-unconditional",
-        "the waiting machine's Claim takes the message whatever its status (a cancelled "
-        "one, or one another execution claimed)",
-        "components/scheduler.py",
-        """                    condition="#s = :expected OR (#s = :new AND claimed_by = :me)",""",
-        """                    condition="attribute_exists(pk) OR #s = :expected",""",
+        "claim-unconditional",
+        "the claim takes the message whatever its status (a cancelled one, or one already DONE)",
+        "handlers/scheduler_slots.py",
+        '                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "',
+        '                "attribute_exists(pk) OR (#s = :firing AND (claimed_by = :me OR "',
         "scheduler and cancelled",
     ),
     Mutant(

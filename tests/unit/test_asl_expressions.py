@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.components import resumable_asl, scheduler
+from exactly_once.components import resumable_asl
 
 EXPRESSIONS = ("UpdateExpression", "ConditionExpression", "KeyConditionExpression")
 PLACEHOLDER = re.compile(r"[#:][A-Za-z0-9_]+")
@@ -35,7 +35,6 @@ def placeholders(parameters: dict[str, Any]) -> tuple[set[str], set[str]]:
 
 
 def definitions() -> Iterator[tuple[str, dict[str, Any]]]:
-    yield "scheduler", scheduler.waiting_definition(TABLE, ARN)
     for count in (1, 3):
         steps = [resumable_asl.Step(f"s{i}", ARN) for i in range(count)]
         yield f"resumable-{count}", resumable_asl.definition(steps, TABLE, ARN, "$.orderId")

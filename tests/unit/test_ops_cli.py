@@ -299,4 +299,4 @@ def test_a_programs_exports_are_what_the_commands_read(tmp_path: object) -> None
     assert workflow["stateMachineArn"].startswith("arn:aws:states:")
     dead_letters = _outputs(str(outputs), "uploads", {"dlqUrl", "functionName"})
     assert dead_letters["dlqUrl"].startswith("https://sqs.")
-    assert _outputs(str(outputs), "reminders", {"table", "slotStateMachineArn", "dlqUrl"})
+    assert _outputs(str(outputs), "reminders", {"table", "stateMachineArn", "dlqUrl"})

@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from exactly_once.handlers import executions, runtime, scheduler, scheduler_api, scheduler_index
+from exactly_once.handlers import (
+    executions,
+    runtime,
+    scheduler,
+    scheduler_api,
+    scheduler_index,
+    scheduler_slots,
+)
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict
 from exactly_once.handlers.scheduler import SchedulerSettings
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
@@ -36,6 +43,9 @@ def config(moto: None) -> Iterator[SchedulerSettings]:
         state_machine_arn=make_state_machine(WAIT_DEFINITION),
         window_seconds=60,
         late_tolerance_seconds=30,
+        # every message on its own execution (a slot of one), named by its id: the slot
+        # clock's shared executions are test_scheduler_slots.py's
+        join_slots=False,
     )
 
 
@@ -116,16 +126,18 @@ def test_a_message_late_on_arrival_within_the_tolerance_is_accepted_and_marked_l
     assert 10 <= message["lateOnArrival"] < 11
     assert scheduler.get(config, message["id"])["lateOnArrival"] == message["lateOnArrival"]
     item = scheduler._item(config, message["id"])
-    document = scheduler.execution_input(item)
-    assert document["delivery"]["lateOnArrival"] == message["lateOnArrival"]
+    assert scheduler_slots.delivery_of(item)["lateOnArrival"] == message["lateOnArrival"]
+    # AND its own execution (too late for a slot) wakes at once: its Wait has passed
+    sfn = runtime.client("stepfunctions")
+    [execution] = sfn.list_executions(stateMachineArn=config.state_machine_arn)["executions"]
+    document = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+    assert document["message"] == message["id"]
     assert document["wakeAt"] < time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     # AND one on time carries no mark
     on_time, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
     assert "lateOnArrival" not in on_time
-    assert (
-        "lateOnArrival"
-        not in scheduler.execution_input(scheduler._item(config, on_time["id"]))["delivery"]
-    )
+    stored = scheduler._item(config, on_time["id"])
+    assert "lateOnArrival" not in scheduler_slots.delivery_of(stored)
 
 
 def test_a_message_is_judged_by_when_its_request_arrived_not_by_the_handlers_clock(
@@ -542,118 +554,15 @@ IMAGE = {
 }
 
 
-@pytest.mark.parametrize(
-    ("publish_at", "wake", "late"),
-    [
-        ("1800000000.250", "2027-01-15T07:59:58Z", "2027-01-15T08:00:02Z"),
-        ("1800000000.000", "2027-01-15T07:59:58Z", "2027-01-15T08:00:01Z"),
-        ("1800000000.999", "2027-01-15T07:59:58Z", "2027-01-15T08:00:02Z"),
-    ],
-)
-def test_the_wait_wakes_a_lead_ahead_and_the_fallback_is_never_early(
-    publish_at: str, wake: str, late: str
+@pytest.mark.parametrize("publish_at", ["1800000000.250", "1800000000.000", "1800000000.999"])
+def test_a_slot_of_one_wakes_a_lead_ahead_in_whole_seconds_and_names_its_message(
+    publish_at: str,
 ) -> None:
-    given = scheduler.execution_input({**IMAGE, "publish_at": {"N": publish_at}})
-    assert given["publishTime"] == float(publish_at)
-    assert given["wakeAt"] == wake  # whole seconds: AWS truncates a fraction
-    # the fallback Wait ends a whole second after publishTime: on time even if it ends a
-    # second early (LocalStack)
-    assert given["lateAt"] == late
+    from exactly_once.handlers import scheduler_slots
 
-
-def test_the_waiting_machine_claims_before_the_instant_and_fires_after_the_clock() -> None:
-    from exactly_once.components.scheduler import waiting_definition
-
-    states = waiting_definition("t", "arn:clock")["States"]
-    assert states["Wait"] == {"Type": "Wait", "TimestampPath": "$.wakeAt", "Next": "Claim"}
-    assert states["Claim"]["Next"] == "OnTheDot"
-    clock = states["OnTheDot"]
-    assert clock["Parameters"] == {
-        "FunctionName": "arn:clock",
-        "Payload": {"publishTime.$": "$.publishTime"},
-    }
-    assert clock["Next"] == "Fire"
-    [not_yet] = clock["Retry"]
-    assert not_yet["ErrorEquals"] == ["NotYet"]
-    # the clock failing never loses the message: a Wait past publishTime stands in
-    assert clock["Catch"] == [{"ErrorEquals": ["States.ALL"], "ResultPath": None, "Next": "Late"}]
-    assert states["Late"] == {"Type": "Wait", "TimestampPath": "$.lateAt", "Next": "Fire"}
-    assert states["Claim"]["Catch"][0]["Next"] == "NotFired"  # cancelled before the claim
-
-
-class Context:
-    def __init__(self, remaining_ms: int) -> None:
-        self.remaining_ms = remaining_ms
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
-
-
-@pytest.mark.parametrize("ahead", [0.05, 0.3, 0.77])
-def test_the_clock_returns_at_the_publish_time_never_before(ahead: float) -> None:
-    from exactly_once.handlers import scheduler_clock
-
-    publish = time.time() + ahead
-    result = scheduler_clock.handler({"publishTime": publish}, Context(10_000))
-    returned = time.time()
-    assert returned >= publish
-    assert 0 <= result["late"] < 0.05
-
-
-def test_the_clock_returns_at_once_for_a_time_already_past() -> None:
-    from exactly_once.handlers import scheduler_clock
-
-    started = time.time()
-    result = scheduler_clock.handler({"publishTime": started - 5}, Context(10_000))
-    assert time.time() - started < 0.05
-    assert result["late"] >= 5
-
-
-def test_the_clock_refuses_to_sleep_past_its_own_timeout() -> None:
-    from exactly_once.handlers import scheduler_clock
-
-    started = time.time()
-    with pytest.raises(scheduler_clock.NotYet):
-        scheduler_clock.handler({"publishTime": started + 30}, Context(10_000))
-    assert time.time() - started < 0.05  # raises at once: the state machine retries
-
-
-def test_a_claim_retried_after_its_answer_was_lost_goes_on_and_another_executions_fails(
-    config: SchedulerSettings,
-) -> None:
-    from exactly_once.components.asl import CONDITION_FAILED
-    from exactly_once.components.scheduler import waiting_definition
-
-    claim = waiting_definition(config.table, "arn:aws:lambda:us-east-1:1:function:clock")["States"][
-        "Claim"
-    ]
-    message, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
-    stored = scheduler._item(config, message["id"])
-    assert stored is not None
-
-    def run_claim(execution_id: str) -> str:
-        """The Claim's UpdateItem as Step Functions sends it for this execution."""
-        parameters = json.loads(json.dumps(claim["Parameters"]))
-        parameters["Key"] = scheduler.message_key(message["id"])
-        values = parameters["ExpressionAttributeValues"]
-        values[":me"] = {"S": execution_id}
-        values[":lane"] = {"S": scheduler.execution_input(stored)["firingLane"]}
-        try:
-            runtime.client("dynamodb").update_item(**parameters)
-        except ClientError as exc:
-            return exc.response["Error"]["Code"]
-        return "OK"
-
-    # WHEN the claim lands, and Step Functions retries it (its answer lost in a timeout)
-    assert run_claim("arn:execution:one") == "OK"
-    assert run_claim("arn:execution:one") == "OK"  # before: a failed condition, NotFired
-    # THEN the message is FIRING by that execution; another execution's claim fails
-    assert scheduler.get(config, message["id"])["status"] == "FIRING"
-    assert run_claim("arn:execution:one-r1") == "ConditionalCheckFailedException"
-    # AND the condition is never retried, anything else is (then NotClaimed, for the sweep)
-    assert claim["Retry"][0] == {"ErrorEquals": [CONDITION_FAILED], "MaxAttempts": 0}
-    assert claim["Retry"][-1]["ErrorEquals"] == ["States.ALL"]
-    assert [c["Next"] for c in claim["Catch"]] == ["NotFired", "NotClaimed"]
+    given = scheduler_slots.slot_input(scheduler_slots.slot_of(float(publish_at)), "m")
+    # whole seconds (AWS truncates a timestamp's fraction), LEAD_SECONDS before the second
+    assert given == {"slot": 1800000000, "wakeAt": "2027-01-15T07:59:58Z", "message": "m"}
 
 
 def test_an_ended_image_without_a_usable_time_costs_a_metric_never_the_batch(

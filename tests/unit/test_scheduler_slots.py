@@ -20,16 +20,14 @@ from exactly_once.handlers.errors import ClientError
 from exactly_once.handlers.scheduler import SchedulerSettings
 from exactly_once.handlers.scheduler_slots import TargetFailed
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
-from tests.unit.test_scheduler import config as config  # the table and the waiting machine
+from tests.unit.test_scheduler import config as config  # the table and the state machine
 
 TARGET = "arn:aws:lambda:us-east-1:1:function:t"
 
 
 @pytest.fixture
 def slotted(config: SchedulerSettings) -> SchedulerSettings:
-    return dataclasses.replace(
-        config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "slots")
-    )
+    return dataclasses.replace(config, join_slots=True)
 
 
 @pytest.fixture
@@ -47,9 +45,10 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, float]]]:
     yield calls
 
 
-def names(machine: str) -> list[str]:
+def names(machine: str, prefix: str = "") -> list[str]:
+    """The machine's executions' names (starting with `prefix`: `slot-`, a slot's)."""
     listed = runtime.client("stepfunctions").list_executions(stateMachineArn=machine)
-    return sorted(e["name"] for e in listed["executions"])
+    return sorted(e["name"] for e in listed["executions"] if e["name"].startswith(prefix))
 
 
 def register(config: SchedulerSettings, publish: float, key: str | None = None) -> dict[str, Any]:
@@ -66,8 +65,7 @@ def test_messages_of_one_second_share_its_slot_execution_started_once(
     soon = register(slotted, time.time() + 2)["id"]
     # THEN one slot execution, named by the second; the near one, too late for its slot,
     # has its own execution
-    assert names(slotted.slot_machine_arn) == [f"slot-{slot}"]
-    assert names(slotted.state_machine_arn) == [soon]
+    assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", soon])
     # AND the stream's records start nothing more (this sandbox knows the slot started;
     # a fresh one gets ExecutionAlreadyExists)
     records = [{"dynamodb": {"NewImage": scheduler._item(slotted, i)}} for i in ids]
@@ -79,7 +77,7 @@ def test_messages_of_one_second_share_its_slot_execution_started_once(
     assert scheduler.start_records(slotted, {"Records": records[:1]}, None)["outcomes"] == [
         "DUPLICATE"
     ]
-    assert names(slotted.slot_machine_arn) == [f"slot-{slot}"]
+    assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", soon])
 
 
 def test_a_start_that_returns_past_the_slots_cutoff_also_starts_the_messages_own(
@@ -97,8 +95,7 @@ def test_a_start_that_returns_past_the_slots_cutoff_also_starts_the_messages_own
     monkeypatch.setattr(scheduler, "_start_slot", slow)
     message = register(slotted, slot + 0.2)
     # THEN the message has its own execution too (whichever claims it first fires it)
-    assert names(slotted.slot_machine_arn) == [f"slot-{slot}"]
-    assert names(slotted.state_machine_arn) == [message["id"]]
+    assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", message["id"]])
 
 
 def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_recorded() -> None:
@@ -108,8 +105,9 @@ def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_record
     retry = definition["States"]["Fire"]["Retry"]
     assert retry[0] == {"ErrorEquals": ["StatusNotRecorded"], "MaxAttempts": 0}
     payload = definition["States"]["Fire"]["Parameters"]["Payload"]
+    # the whole input (a slot of one's names its message; a slot's has no such field)
     assert payload == {
-        "slot.$": "$.slot",
+        "input.$": "$",
         "execution.$": "$$.Execution.Id",
         "retry.$": "$$.State.RetryCount",
     }
@@ -121,8 +119,8 @@ def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_record
 
 
 def due_slot(config: SchedulerSettings, offsets: list[float]) -> tuple[int, list[str]]:
-    """Messages in the next whole second (STANDBY: within the window), registered without a
-    slot machine so nothing else fires them."""
+    """Messages in the next whole second (STANDBY: within the window), each started on its
+    own execution (a slot of one, as `config` starts them), which nothing runs here."""
     slot = math.floor(time.time()) + 1
     return slot, [register(config, slot + offset)["id"] for offset in offsets]
 
@@ -147,6 +145,32 @@ def test_a_slot_fires_each_message_once_at_or_after_its_time_and_records_it(
     # AND the clock run again (a retried Fire) finds nothing left to fire
     assert scheduler_slots.fire(config.table, slot, "execution-1") == {"skipped": 0}
     assert len(sent) == 3
+
+
+def test_a_slot_of_one_fires_its_message_only_at_its_time_without_reading_the_index(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two messages of one second, and an index that has not caught up with either
+    slot, [mine, other] = due_slot(config, [0.4, 0.6])
+    monkeypatch.setattr(scheduler_slots, "due", lambda *args, **kwargs: iter(()))
+    monkeypatch.setattr(
+        scheduler_slots.SlotSettings,
+        "current",
+        classmethod(lambda cls: scheduler_slots.SlotSettings(config.table, "")),
+    )
+    # WHEN its own execution (a slot of one) invokes the slot function, as the state
+    # machine does: the whole input, the execution, the retry count
+    event = {"input": scheduler_slots.slot_input(slot, mine), "execution": "own", "retry": 0}
+    counts = scheduler_slots.handler(event, None)
+    # THEN that message is fired, once, never early, and recorded; the other is untouched
+    assert counts == {"skipped": 0, "DONE": 1}
+    [(fired, at)] = sent
+    assert fired == mine and at >= slot + 0.4
+    assert scheduler.get(config, mine)["status"] == "DONE"  # type: ignore[index]
+    assert scheduler.get(config, other)["status"] == "STANDBY"  # type: ignore[index]
+    # AND run again (a retried Fire, a duplicate), it fires nothing more
+    assert scheduler_slots.handler({**event, "retry": 1}, None) == {"skipped": 1}
+    assert len(sent) == 1
 
 
 def test_two_clocks_of_one_slot_fire_each_message_once(
@@ -555,7 +579,7 @@ def test_the_sweep_restarts_the_slot_of_a_claim_whose_claimant_died(
 ) -> None:
     # GIVEN a slot clock, and a message its Fire claimed (lease until `lease`) and never
     # recorded: every attempt of the slot failed, and the claimant is dead
-    slots = dataclasses.replace(config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "s"))
+    slots = dataclasses.replace(config, join_slots=True)
     slot, [message_id] = due_slot(slots, [0.0])
     lease = time.time() + 5
     assert scheduler_slots.claim(slots.table, message_id, "slot-x#2", lease).item is not None
@@ -567,7 +591,8 @@ def test_the_sweep_restarts_the_slot_of_a_claim_whose_claimant_died(
     # THEN it restarted the slot once, as a restart (which takes up ended claims), and
     # counted the message overdue; the same sweep run again starts nothing more
     assert result["restarted"] == 1 and result["overdue"] == 1
-    [execution] = sfn.list_executions(stateMachineArn=slots.slot_machine_arn)["executions"]
+    listed = sfn.list_executions(stateMachineArn=slots.state_machine_arn)["executions"]
+    [execution] = [e for e in listed if e["name"].startswith(scheduler_slots.SLOT_PREFIX)]
     assert execution["name"] == scheduler_slots.restart_name(slot, swept)
     assert scheduler_slots.is_restart(execution["executionArn"])
     described = sfn.describe_execution(executionArn=execution["executionArn"])
@@ -597,6 +622,23 @@ def test_a_lease_is_taken_over_only_once_it_ended_by_more_than_the_clocks_skew(
     scheduler_slots.claim(config.table, message_id, first, long_ended)
     taken = scheduler_slots.claim(config.table, message_id, retry, time.time() + 900)
     assert taken.item is not None and taken.item["claimed_by"]["S"] == retry
+
+
+def test_a_claim_resent_after_its_answer_was_lost_finds_its_own_and_another_claimant_is_held(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN a claim that landed, its answer lost (the SDK resends it, or the claimant
+    # calls again)
+    _, [message_id] = due_slot(config, [0.0])
+    me, other = (scheduler_slots.claimant("execution-1", n, "r") for n in (0, 1))
+    lease = time.time() + 900
+    assert scheduler_slots.claim(config.table, message_id, me, lease).item is not None
+    # THEN the resend finds its own claim and goes on (never strands the message FIRING)
+    again = scheduler_slots.claim(config.table, message_id, me, lease)
+    assert again.item is not None and again.item["claimed_by"]["S"] == me
+    # AND another claimant's claim fails, held until the lease ends
+    held = scheduler_slots.claim(config.table, message_id, other, lease)
+    assert held.item is None and held.held_until == pytest.approx(lease, abs=0.001)
 
 
 def test_a_claimant_that_outlived_its_lease_never_writes_over_the_claim_that_took_it(
@@ -718,11 +760,11 @@ def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record
     # GIVEN a slot execution whose Fire delivered a message and could not write its status
     # (it failed StatusNotRecorded, naming its claimant), and a message an earlier attempt
     # of it claimed and died with, undelivered
-    slots = dataclasses.replace(config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "s"))
+    slots = dataclasses.replace(config, join_slots=True)
     slot, [delivered, undelivered] = due_slot(slots, [0.0, 0.5])
     sfn = runtime.client("stepfunctions")
     arn = sfn.start_execution(
-        stateMachineArn=slots.slot_machine_arn,
+        stateMachineArn=slots.state_machine_arn,
         name=scheduler_slots.slot_name(slot),
         input=json.dumps(scheduler_slots.slot_input(slot)),
     )["executionArn"]
@@ -742,14 +784,15 @@ def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record
     # THEN it is overdue (for the alarm), and its slot is not restarted
     result = scheduler.sweep(slots, now=swept)
     assert result["restarted"] == 0 and result["overdue"] >= 1
-    assert names(slots.slot_machine_arn) == [scheduler_slots.slot_name(slot)]
+    assert names(slots.state_machine_arn, "slot-") == [scheduler_slots.slot_name(slot)]
     # AND a message an earlier attempt of that execution claimed, and died with, is
     # taken up by a restart
     scheduler_slots.claim(slots.table, undelivered, dead, lease)
     result = scheduler.sweep(slots, now=swept + 60)
     assert result["restarted"] == 1
     restart = scheduler_slots.restart_name(slot, swept + 60)
-    assert names(slots.slot_machine_arn) == sorted([scheduler_slots.slot_name(slot), restart])
+    slot_executions = names(slots.state_machine_arn, "slot-")
+    assert slot_executions == sorted([scheduler_slots.slot_name(slot), restart])
     # AND the delivered one is marked: no claim takes it over, that restart's included
     assert status_of(slots, delivered)["unrecorded"] == {"BOOL": True}
     real = time.time
@@ -834,7 +877,7 @@ def test_an_overdue_standby_message_whose_own_execution_ended_unfired_restarts_i
     # GIVEN a message whose own execution ended SUCCEEDED without firing it (its Claim
     # lost to the slot), and that the slot then gave back unsent (STANDBY again), the
     # slot's retries spent
-    slots = dataclasses.replace(config, slot_machine_arn=make_state_machine(WAIT_DEFINITION, "s"))
+    slots = dataclasses.replace(config, join_slots=True)
     slot, [message_id] = due_slot(slots, [0.0])  # (too late for its slot: its own started)
     own = f"{slots.state_machine_arn.replace(':stateMachine:', ':execution:')}:{message_id}"
     end_execution(own, "SUCCEEDED")
@@ -844,7 +887,7 @@ def test_an_overdue_standby_message_whose_own_execution_ended_unfired_restarts_i
     # THEN a restart of its slot fires it (its own name is taken by an ended execution)
     assert result["restarted"] == 1
     restart = scheduler_slots.restart_name(slot, swept)
-    assert restart in names(slots.slot_machine_arn)
+    assert restart in names(slots.state_machine_arn)
 
 
 def test_docs_cost_all_in_table_is_the_models() -> None:

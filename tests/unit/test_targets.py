@@ -7,15 +7,16 @@ import json
 
 import pytest
 
-from exactly_once.components.scheduler import Scheduler, SchedulerArgs, waiting_definition
+from exactly_once.components.scheduler import Scheduler, SchedulerArgs
 from exactly_once.components.targets import deliver
-from exactly_once.handlers import scheduler as handlers
+from exactly_once.handlers.scheduler_slots import delivery_of
 from exactly_once.handlers.targets import TargetKind, address, kind_of
 from tests.unit.pulumi_harness import run
 
 P = "arn:aws:{}:us-east-1:123456789012:{}"
 FN, QUEUE, TOPIC = P.format("lambda", "function:f"), P.format("sqs", "q"), P.format("sns", "t")
 MACHINE, BUS = P.format("states", "stateMachine:m"), P.format("events", "event-bus/b")
+WORKERS = P.format("lambda", "function:s-slot-workers")
 
 
 @pytest.mark.parametrize(
@@ -92,28 +93,20 @@ def test_each_kind_is_delivered_by_its_integration() -> None:
     )
 
 
-def test_one_kind_fires_directly_and_several_choose_by_the_messages_kind() -> None:
-    single = waiting_definition("t", FN)["States"]
-    assert single["Fire"]["Resource"] == "arn:aws:states:::lambda:invoke"
-    both = waiting_definition("t", FN, frozenset({TargetKind.LAMBDA, TargetKind.SQS}))["States"]
-    assert both["Fire"]["Type"] == "Choice"
-    assert {c["Next"] for c in both["Fire"]["Choices"]} == {"Fire_lambda", "Fire_sqs"}
-    for name in ("Fire_lambda", "Fire_sqs"):
-        assert both[name]["Next"] == "MarkDone"
-        assert both[name]["Catch"][0]["Next"] == "MarkFailed"
-
-
-def test_the_waiting_role_may_deliver_to_each_channel_with_its_own_action() -> None:
+def test_the_slot_function_may_deliver_to_each_channel_with_its_own_action() -> None:
     mocks = run(lambda: Scheduler("s", SchedulerArgs({"fn": FN, "queue": QUEUE, "topic": TOPIC})))
-    policy = json.loads(mocks.named("s-waiter-policy").inputs["policy"])
-    by_action = {tuple(s["Action"]): s["Resource"] for s in policy["Statement"]}
-    assert by_action[("sqs:SendMessage",)] == [QUEUE]
-    assert by_action[("sns:Publish",)] == [TOPIC]
-    assert FN in by_action[("lambda:InvokeFunction",)]  # and the clock function
-    assert len(by_action[("lambda:InvokeFunction",)]) == 2
+    policy = json.loads(mocks.named("s-slots-policy").inputs["policy"])
+    by_action: dict[str, list[str]] = {}
+    for statement in policy["Statement"]:
+        for action in statement["Action"]:
+            by_action.setdefault(action, []).extend(statement["Resource"])
+    assert by_action["sqs:SendMessage"] == [QUEUE]
+    assert by_action["sns:Publish"] == [TOPIC]
+    # the target, and the workers function it fans a large second out to
+    assert sorted(by_action["lambda:InvokeFunction"]) == sorted([FN, WORKERS])
 
 
-def test_a_messages_execution_input_says_how_to_deliver_it() -> None:
+def test_a_message_is_delivered_with_its_id_and_how_it_was_registered() -> None:
     image = {
         "id": {"S": "m-1"},
         "channel": {"S": "queue"},
@@ -121,11 +114,11 @@ def test_a_messages_execution_input_says_how_to_deliver_it() -> None:
         "parameters": {"S": '{"n": 1}'},
         "publish_at": {"N": "1800000000.500"},
     }
-    document = handlers.execution_input(image)
-    assert (document["targetKind"], document["target"]) == ("sqs", address(QUEUE))
-    assert document["delivery"] == {
+    assert delivery_of(image) == {
         "id": "m-1",
         "channel": "queue",
         "parameters": {"n": 1},
         "publishTime": 1800000000.5,
     }
+    late = delivery_of({**image, "late_on_arrival": {"N": "3.250"}})
+    assert late["lateOnArrival"] == 3.25

@@ -1,13 +1,14 @@
-"""Pattern 3, the precise scheduler, as its sources and its two state machines run it.
+"""Pattern 3, the precise scheduler, as its sources and its state machine run it.
 
 A message registered through the API (its client retrying a 5xx or a timeout, with the
 same Idempotency-Key; a concurrent duplicate registration at the twin point), started by
 the API and by the stream (every record of the table, in order, each batch retried on
 failure, and every record delivered again after all that: stale images), fired by its
-second's slot clock (the slot state machine interpreted, its Fire invoking the real slot
-function, which fans out to workers past CHUNK) or by an execution of its own (the
-waiting machine interpreted), the sweep run once it would be overdue. With `cancel`, a
-DELETE comes at the twin point.
+second's slot clock (`slots`: the slot state machine interpreted, its Fire invoking the
+real slot function, which fans out to workers past CHUNK) or, registered too near its
+time to join its slot, by a slot of one (its own execution of the same machine and
+function), the sweep run once it would be overdue. With `cancel`, a DELETE comes at the
+twin point.
 
 Verdict: each message ends DONE (or CANCELLED if a cancel said 200, never fired), is
 delivered to its target at least once and never before its time, and at most once more
@@ -30,13 +31,11 @@ from exactly_once.components.scheduler import (
     STREAM_FILTERS,
     WORKERS_TIMEOUT_SECONDS,
     slot_definition,
-    waiting_definition,
 )
 from exactly_once.handlers import (
     runtime,
     scheduler,
     scheduler_api,
-    scheduler_clock,
     scheduler_index,
     scheduler_slots,
     settings,
@@ -59,7 +58,6 @@ from tests.explore.scenarios.base import (
 TABLE = "explore-messages"
 RECORD_ATTEMPTS = 2  # the slot's tries of a final write, explored (an outage of both: in reach)
 TARGET_FN = ARN.format("lambda", "function:target")
-CLOCK_FN = ARN.format("lambda", "function:clock")
 SLOT_FN = ARN.format("lambda", "function:slot")
 WORKERS_FN = ARN.format("lambda", "function:slot-workers")
 API_FN = ARN.format("lambda", "function:api")
@@ -128,7 +126,7 @@ class SchedulerScenario(Scenario):
                 sfn.create_state_machine(
                     name=f"{name}-{tag}", definition=json.dumps(WAIT), roleArn=self.role
                 )["stateMachineArn"]
-                for name in ("waiter", "slots")
+                for name in ("slots",)
             ]
 
         machines = world.quietly(create)
@@ -137,9 +135,7 @@ class SchedulerScenario(Scenario):
             state_machine_arn=machines[0],
             window_seconds=120,
             late_tolerance_seconds=60,
-            slot_machine_arn=machines[1] if self.slots else "",
         )
-        self.waiting = waiting_definition(self.config.table, CLOCK_FN)
         self.slot = slot_definition(SLOT_FN)
 
     @contextlib.contextmanager
@@ -156,7 +152,7 @@ class SchedulerScenario(Scenario):
             table=self.config.table, workers_function=WORKERS_FN
         )
         try:
-            with clocked(world.clock, scheduler, scheduler_slots, scheduler_clock):
+            with clocked(world.clock, scheduler, scheduler_slots):
                 yield
         finally:
             scheduler_index.LANES, scheduler_slots.CHUNK, scheduler_slots.RECORD_ATTEMPTS = saved
@@ -181,7 +177,6 @@ class SchedulerScenario(Scenario):
 
         lambdas = world.lambdas
         lambdas.register(TARGET_FN, target)
-        lambdas.register(CLOCK_FN, scheduler_clock.handler, timeout=10)
         slot_function = lambdas.register(
             SLOT_FN, scheduler_slots.handler, timeout=SLOT_TIMEOUT_SECONDS
         )
@@ -189,13 +184,12 @@ class SchedulerScenario(Scenario):
         api = lambdas.register(API_FN, lambda e, c: scheduler_api.serve(e, config, c))
         starter = lambdas.register(STARTER_FN, lambda e, c: scheduler.start_records(config, e, c))
         sweeper = lambdas.register(SWEEP_FN, lambda e, c: scheduler.sweep(config, context=c))
-        machines = {
-            config.state_machine_arn: self.waiting,
-            config.slot_machine_arn: self.slot,
-        }
+        machines = {config.state_machine_arn: self.slot}
         ran: set[str] = set()
         attempts: list[str] = []  # every invocation of a source's, for the verdict
-        publish = round(clock.now + 30, 3)
+        # in time to join its second's slot; or too near it (a slot of one: its own)
+        ahead = 30 if self.slots else scheduler_slots.LEAD_SECONDS
+        publish = round(clock.now + ahead, 3)
         cancels: list[int] = []
 
         def call_api(request: dict[str, Any], who: str) -> Any:
@@ -288,10 +282,10 @@ class SchedulerScenario(Scenario):
                 listed = world.quietly(lambda m=machine_arn: sfn.list_executions(stateMachineArn=m))
                 for execution in listed["executions"]:
                     arn = execution["executionArn"]
+                    seconds = {scheduler_slots.slot_of(publish_of(i)) for i in range(len(ids))}
                     mine = execution["name"].startswith(tuple(ids)) or (
                         execution["name"].startswith(scheduler_slots.SLOT_PREFIX)
-                        and arn not in ran
-                        and str(scheduler_slots.slot_of(publish)) in execution["name"]
+                        and any(str(second) in execution["name"] for second in seconds)
                     )
                     if arn in ran or not mine:
                         continue
@@ -475,8 +469,6 @@ def unrecordable(world: World, message_id: str) -> bool:
 
 
 def is_target_invoke(call: Any) -> bool:
-    if call.operation == "Invoke:target":  # the waiting machine's Fire
-        return True
     return bool(
         call.service == "lambda"
         and call.operation == "Invoke"
