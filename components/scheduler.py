@@ -491,30 +491,22 @@ class Scheduler(Component):
         api = aws.apigateway.RestApi(
             f"{name}-api", description="Register scheduled messages", opts=child
         )
-        messages = aws.apigateway.Resource(
-            f"{name}-messages-resource",
-            rest_api=api.id,
-            parent_id=api.root_resource_id,
-            path_part="messages",
-            opts=child,
-        )
-        one = aws.apigateway.Resource(
-            f"{name}-message-resource",
-            rest_api=api.id,
-            parent_id=messages.id,
-            path_part="{id}",
-            opts=child,
-        )
+
+        def path(label: str, parent_id: pulumi.Input[str], part: str) -> Any:
+            return aws.apigateway.Resource(
+                f"{name}-{label}-resource",
+                rest_api=api.id,
+                parent_id=parent_id,
+                path_part=part,
+                opts=child,
+            )
+
+        messages = path("messages", api.root_resource_id, "messages")
+        one = path("message", messages.id, "{id}")
         # POST /messages/batch: a literal beside {id}, which API Gateway matches first (no
         # message id is "batch": ids are UUIDs or key hashes). Not /messages:batch: a REST
         # API's path part takes letters, digits, ".", "_", "-" and braces only.
-        batch = aws.apigateway.Resource(
-            f"{name}-batch-resource",
-            rest_api=api.id,
-            parent_id=messages.id,
-            path_part="batch",
-            opts=child,
-        )
+        batch = path("batch", messages.id, "batch")
         pieces: list[pulumi.Resource] = []
         for label, resource, verb in (
             ("post", messages, "POST"),

@@ -26,7 +26,6 @@ import math
 import time
 import uuid
 from collections.abc import Iterator
-from enum import StrEnum
 from typing import Any
 
 from exactly_once.handlers import metrics, timestamps
@@ -35,10 +34,19 @@ from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFou
 from exactly_once.handlers.executions import Outcome, ReusePolicy, execution_arn, start_once
 from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
-from exactly_once.handlers.scheduler_index import ENDED, STATUS_INDEX, due, lane, lanes
+from exactly_once.handlers.scheduler_index import (
+    ENDED,
+    STATUS_INDEX,
+    Status,
+    due,
+    lane,
+    lanes,
+    message_key,
+)
 from exactly_once.handlers.settings import Settings
 
-__all__ = ["STATUS_INDEX"]  # re-exported: components and tests name the index from here
+# re-exported: components and tests name the record's pieces from here
+__all__ = ["STATUS_INDEX", "Status", "message_key"]
 MAX_PARAMETERS_BYTES = 32 * 1024
 MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
 # A STANDBY message this long past its time was never claimed: its execution failed (claims
@@ -66,18 +74,6 @@ class SchedulerSettings(Settings):
     join_slots: bool = True
     """False: every message on its own execution, a slot of one (the benchmarks'
     alternative: a StartExecution and its transitions per message)."""
-
-
-class Status(StrEnum):
-    """A message's status (the diagram above); the slot function writes FIRING, DONE and
-    FAILED (handlers/scheduler_slots.py)."""
-
-    RESERVED = "RESERVED"
-    STANDBY = "STANDBY"
-    FIRING = "FIRING"
-    DONE = "DONE"
-    FAILED = "FAILED"
-    CANCELLED = "CANCELLED"
 
 
 # -- validation ------------------------------------------------------------------------
@@ -134,10 +130,6 @@ def validate(body: Any, received: float | None, tolerance: float = 0) -> dict[st
 # -- the store ---------------------------------------------------------------------------
 def _ddb() -> Any:
     return client("dynamodb")
-
-
-def message_key(message_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"MESSAGE#{message_id}"}}
 
 
 def target_of(config: SchedulerSettings, channel: str) -> str | None:

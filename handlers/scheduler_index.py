@@ -1,4 +1,8 @@
-"""The scheduler's status index, written across lanes.
+"""The scheduler's message record: its key, its status, and the status index written across lanes.
+
+Every module of the scheduler reads and writes a message through these names (the API,
+the sweep and the starter in handlers/scheduler.py; the claim, the delivery and the
+final write in handlers/scheduler_slots.py).
 
 DynamoDB gives each partition of an index at most 1,000 write units a second, and an
 index keyed by the status alone puts every STANDBY message (and every FIRING one) in one
@@ -15,12 +19,31 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from enum import StrEnum
 from typing import Any
 
 STATUS_INDEX = "by-lane"
 LANE = "lane"  # the index's partition key; its sort key is publish_at
 LANES = 16
-ENDED = frozenset({"DONE", "FAILED", "CANCELLED"})
+KEY_PREFIX = "MESSAGE#"
+
+
+class Status(StrEnum):
+    """A message's status (handlers/scheduler.py draws the transitions)."""
+
+    RESERVED = "RESERVED"
+    STANDBY = "STANDBY"
+    FIRING = "FIRING"
+    DONE = "DONE"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+ENDED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+
+
+def message_key(message_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"{KEY_PREFIX}{message_id}"}}
 
 
 def lane_of(message_id: str) -> int:
@@ -59,7 +82,7 @@ def due(
             query["ExclusiveStartKey"] = start
         page = ddb.query(**query)
         for item in page.get("Items", []):  # (KEYS_ONLY: pk, lane, publish_at)
-            yield item["pk"]["S"].removeprefix("MESSAGE#"), float(item["publish_at"]["N"])
+            yield item["pk"]["S"].removeprefix(KEY_PREFIX), float(item["publish_at"]["N"])
         start = page.get("LastEvaluatedKey")
         if not start:
             return

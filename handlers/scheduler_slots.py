@@ -38,7 +38,7 @@ from typing import Any
 from exactly_once.handlers import scheduler_index, timestamps
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
-from exactly_once.handlers.scheduler_index import due, lane, lanes
+from exactly_once.handlers.scheduler_index import Status, due, lane, lanes, message_key
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import FIFO, TargetKind, address, kind_of
 
@@ -188,10 +188,6 @@ def members(
 
 
 # -- claiming, delivering, recording ---------------------------------------------------------
-def _key(message_id: str) -> dict[str, Any]:
-    return {"pk": {"S": f"MESSAGE#{message_id}"}}
-
-
 def claimant(execution: str, attempt: int, invocation: str = "") -> str:
     """Who claims: one invocation of one attempt of a slot execution's Fire (its retry is
     another; so is a second invocation of the same attempt, should one ever run)."""
@@ -221,7 +217,7 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
     try:
         answer = _client("dynamodb").update_item(
             TableName=table,
-            Key=_key(message_id),
+            Key=message_key(message_id),
             UpdateExpression="SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane",
             ConditionExpression=(
                 "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "
@@ -229,12 +225,12 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
             ),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
-                ":firing": {"S": "FIRING"},
-                ":standby": {"S": "STANDBY"},
+                ":firing": {"S": Status.FIRING},
+                ":standby": {"S": Status.STANDBY},
                 ":me": {"S": me},
                 ":lease": {"N": f"{lease:.3f}"},
                 ":expired": {"N": f"{expired:.3f}"},
-                ":lane": {"S": lane("FIRING", message_id)},
+                ":lane": {"S": lane(Status.FIRING, message_id)},
             },
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -243,7 +239,7 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
         if aws_code(exc) != "ConditionalCheckFailedException":
             raise
         old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-        if old.get("status", {}).get("S") == "FIRING" and "lease" in old:
+        if old.get("status", {}).get("S") == Status.FIRING and "lease" in old:
             return Claim(None, float(old["lease"]["N"]))
         return Claim(None)
     return Claim(dict(answer["Attributes"]))
@@ -389,32 +385,33 @@ def record(
     update: str,
     values: dict[str, Any],
     stop_by: float | None = None,
+    outcome: str = "recorded",
 ) -> str:
     """A delivered message's final status, the message leaving the status index: written
-    until it lands while the claim is still `me`'s ("recorded"); "TAKEN_OVER" if it no
+    until it lands while the claim is still `me`'s (`outcome`); "TAKEN_OVER" if it no
     longer is (this claimant outlived its lease and another took the message over: the
     final write is the one that delivers it last); "UNRECORDED" if it never landed (about
     two minutes of trying, or until `stop_by`)."""
     names = {"#s": "status", **({"#e": "error"} if "#e" in update else {})}
-    fenced = {**values, ":firing": {"S": "FIRING"}, ":me": {"S": me}}
+    fenced = {**values, ":firing": {"S": Status.FIRING}, ":me": {"S": me}}
     for attempt in range(RECORD_ATTEMPTS):
         try:
             _client("dynamodb").update_item(
                 TableName=table,
-                Key=_key(message_id),
+                Key=message_key(message_id),
                 UpdateExpression=update,
                 ConditionExpression="#s = :firing AND claimed_by = :me",
                 ExpressionAttributeNames=names,
                 ExpressionAttributeValues=fenced,
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-            return "recorded"
+            return outcome
         except ClientError as exc:
             if aws_code(exc) == "ConditionalCheckFailedException":
                 old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
                 mine = old.get("claimed_by", {}).get("S") == me
-                if mine and old.get("status", {}).get("S") in ("DONE", "FAILED"):
-                    return "recorded"  # an earlier send of this write landed, its answer lost
+                if mine and old.get("status", {}).get("S") in (Status.DONE, Status.FAILED):
+                    return outcome  # an earlier send of this write landed, its answer lost
                 log("WARNING", "claim taken over before its status", message_id=message_id)
                 return "TAKEN_OVER"
             log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
@@ -434,15 +431,15 @@ def release(table: str, message_id: str, me: str) -> str:
     try:
         _client("dynamodb").update_item(
             TableName=table,
-            Key=_key(message_id),
+            Key=message_key(message_id),
             UpdateExpression="SET #s = :standby, lane = :lane REMOVE claimed_by, lease",
             ConditionExpression="#s = :firing AND claimed_by = :me",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
-                ":standby": {"S": "STANDBY"},
-                ":firing": {"S": "FIRING"},
+                ":standby": {"S": Status.STANDBY},
+                ":firing": {"S": Status.FIRING},
                 ":me": {"S": me},
-                ":lane": {"S": lane("STANDBY", message_id)},
+                ":lane": {"S": lane(Status.STANDBY, message_id)},
             },
         )
     except Exception as exc:
@@ -466,6 +463,7 @@ def fire_one(
     does not hold up the next delivery (a burst's status writes may meet the table's
     throughput). `handled` collects the messages it took in hand."""
     message_id = item["id"]["S"]
+    stop_by = deadline + RECORD_MARGIN_SECONDS if deadline is not None else None
     while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
         time.sleep(left)  # by the wall clock, re-checked: a sleep may end early
     if handled is not None:
@@ -478,26 +476,12 @@ def fire_one(
         return recorder.submit(release, table, message_id, me)
     except TargetFailed as exc:
         cause = json.dumps({"Error": exc.error, "Cause": exc.cause})
-        error = {":failed": {"S": "FAILED"}, ":error": {"S": cause}}
+        error = {":failed": {"S": Status.FAILED}, ":error": {"S": cause}}
         update = "SET #s = :failed, #e = :error REMOVE lane"
-        return recorder.submit(_outcome, "FAILED", table, message_id, me, update, error, deadline)
-    done = {":done": {"S": "DONE"}, ":at": {"S": timestamps.iso_ms(time.time())}}
+        return recorder.submit(record, table, message_id, me, update, error, stop_by, Status.FAILED)
+    done = {":done": {"S": Status.DONE}, ":at": {"S": timestamps.iso_ms(time.time())}}
     update = "SET #s = :done, fired_at = :at REMOVE lane"
-    return recorder.submit(_outcome, "DONE", table, message_id, me, update, done, deadline)
-
-
-def _outcome(
-    outcome: str,
-    table: str,
-    message_id: str,
-    me: str,
-    update: str,
-    values: dict[str, Any],
-    deadline: float | None = None,
-) -> str:
-    stop_by = deadline + RECORD_MARGIN_SECONDS if deadline is not None else None
-    written = record(table, message_id, me, update, values, stop_by)
-    return outcome if written == "recorded" else written
+    return recorder.submit(record, table, message_id, me, update, done, stop_by, Status.DONE)
 
 
 # -- the slot ----------------------------------------------------------------------------
@@ -526,7 +510,7 @@ def fire(
     until when a throttled delivery may be retried. `only`: a slot of one, that message
     (claimed by its key: no index read, so nothing for the index to miss)."""
     lease = lease if lease is not None else time.time() + SLOT_SECONDS
-    statuses = ("STANDBY", "FIRING") if retried else ("STANDBY",)
+    statuses = (Status.STANDBY, Status.FIRING) if retried else (Status.STANDBY,)
     ids = [only] if only else members(table, slot, statuses, shard, of)
     if of == 1 and len(ids) > CHUNK and invoke is not None:
         workers = min(scheduler_index.LANES, math.ceil(len(ids) / CHUNK))

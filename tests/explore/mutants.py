@@ -256,8 +256,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a retried Fire reads only STANDBY messages: what the attempt before it claimed and "
         "never delivered waits for the sweep",
         "handlers/scheduler_slots.py",
-        '    statuses = ("STANDBY", "FIRING") if retried else ("STANDBY",)',
-        '    statuses = ("STANDBY",)',
+        "    statuses = (Status.STANDBY, Status.FIRING) if retried else (Status.STANDBY,)",
+        "    statuses = (Status.STANDBY,)",
         "slot",
     ),
     Mutant(

@@ -663,9 +663,8 @@ def test_a_claimant_that_outlived_its_lease_never_writes_over_the_claim_that_too
     item = status_of(config, message_id)
     assert item["status"]["S"] == "DONE" and item["claimed_by"]["S"] == retry
     # AND the first's outcome is counted as such by its clock (not DONE, not UNRECORDED)
-    assert scheduler_slots._outcome("DONE", config.table, message_id, first, update, done) == (
-        "TAKEN_OVER"
-    )
+    outcome = scheduler_slots.record(config.table, message_id, first, update, done, None, "DONE")
+    assert outcome == "TAKEN_OVER"
 
 
 def test_a_throttled_delivery_past_the_deadline_gives_its_message_back_unsent(
