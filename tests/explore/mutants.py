@@ -154,7 +154,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the claim takes the message whatever its status (a cancelled one, or one already DONE)",
         "handlers/scheduler_slots.py",
         '                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "',
-        '                "attribute_exists(pk) OR (#s = :firing AND (claimed_by = :me OR "',
+        '                "(#s = :standby OR attribute_exists(pk)) OR '
+        '(#s = :firing AND (claimed_by = :me OR "',
         "scheduler and cancelled",
     ),
     Mutant(

@@ -363,7 +363,10 @@ class SchedulerScenario(Scenario):
             sweep(f"next{n}")
             executions()
         world.injector.twin = world.injector.dup = None
-        if self.cancel and not cancels:
+        # No cancel came during the schedule: one now, after every sweep, must find the
+        # message ended (409): a 200 means it was still pending, never fired.
+        late_cancel = self.cancel and not cancels
+        if late_cancel:
             world.quietly(cancel)
 
         def verdict() -> list[str]:
@@ -372,6 +375,9 @@ class SchedulerScenario(Scenario):
                 final = world.quietly(lambda m=message_id: scheduler.get(config, m))
                 fired = fires.get(message_id, [])
                 message_publish = publish_of(i)
+                if i == 0 and late_cancel and cancels and cancels[0] == 200:
+                    violations.append(f"{message_id[:8]}: still pending when the schedule ended")
+                    continue
                 if i == 0 and cancels and cancels[0] == 200:  # cancelled in time: never fires
                     if fired or final is None or final["status"] != "CANCELLED":
                         violations.append(
