@@ -411,6 +411,8 @@ def _firing(
             status, cause = ends[execution]
             if status == "RUNNING":
                 continue  # its Fire's retry takes it up, or the next sweep decides
+            if "unrecorded" in image:
+                continue  # delivered, its status not written: Overdue, never restarted
             if claimed_by and claimed_by in cause.split():
                 _mark_unrecorded(config, message_id, claimed_by)
                 continue

@@ -48,7 +48,11 @@ JOIN_MARGIN_SECONDS = 1  # the index's catch-up before the slot reads it
 # (same code, more memory: Lambda allots CPU by memory, and each message costs three AWS
 # calls of CPU), one worker per share of the lanes.
 CHUNK = 50
-THREADS = 32  # concurrent claims and deliveries per invocation
+# Concurrent claims and deliveries per invocation: one per message of a chunk, so a slow
+# Lambda target (invoked synchronously: its answer decides DONE or FAILED) delays only its
+# own message, up to CHUNK messages an invocation (800 a second over 16 workers); past
+# that a worker's share queues behind its threads.
+THREADS = CHUNK
 SLOT_PREFIX = "slot-"
 # A delivery's throttles are retried (`deliver`), never taken for a refusal.
 THROTTLE_CODES = frozenset(

@@ -1,5 +1,6 @@
 """Operating the patterns on LocalStack (#36): every component's alarms and dashboard are
-deployed; a dead-lettered event turns its DLQ alarm to ALARM; `ops redrive-dlq` sends it
+deployed; a dead-lettered event turns its DLQ alarm to ALARM, an overdue message keeps
+the scheduler's Overdue alarm in ALARM; `ops redrive-dlq` sends it
 back through the starter once, an event whose work succeeded meanwhile is a duplicate,
 and a second redrive produces nothing; the handlers' embedded metrics reach CloudWatch."""
 
@@ -7,10 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from typing import Any
 
 import pytest
 
+from exactly_once.handlers.scheduler_index import Status, lane, message_key
 from exactly_once.ops.__main__ import main as ops
 from tooling import events
 from tooling.clients import ENDPOINT, client, eventually, executions, fault, new_tag
@@ -118,6 +121,50 @@ def test_a_dead_letter_alarms_and_one_redrive_applies_it_once(
     # AND a second redrive finds nothing of theirs and starts nothing
     assert mine(redrive_dlq(capsys, starter), tag) == []
     assert len(executions(starter["stateMachineArn"], tag)) == 2
+
+
+def test_an_overdue_message_keeps_the_overdue_alarm_in_alarm_while_it_lasts(
+    stack: dict[str, Any],
+) -> None:
+    out = stack["scheduler"]
+    [overdue_alarm] = [n for n in out["alarmNames"] if "messages-overdue" in n]
+    ddb = client("dynamodb")
+    message_id = f"e2e-overdue-{new_tag()}"
+    now = time.time()
+    # GIVEN a message delivered two minutes ago whose status could not be written (FIRING,
+    # its claimant's lease over, marked `unrecorded` as the sweep marks one whose slot
+    # failed StatusNotRecorded): overdue until someone sets it by hand, never fired again
+    target = ddb.get_item(TableName=out["table"], Key={"pk": {"S": "INVOKER#demo"}})["Item"]
+    item = {
+        **message_key(message_id),
+        "id": {"S": message_id},
+        "status": {"S": Status.FIRING},
+        "lane": {"S": lane(Status.FIRING, message_id)},
+        "publish_at": {"N": f"{now - 120:.3f}"},
+        "channel": {"S": "demo"},
+        "target_arn": target["target_arn"],
+        "parameters": {"S": "{}"},
+        "claimed_by": {"S": "e2e-delivered-unrecorded#0#r"},
+        "lease": {"N": f"{now - 100:.3f}"},
+        "unrecorded": {"BOOL": True},
+    }
+    ddb.put_item(TableName=out["table"], Item=item)
+    try:
+        # WHEN the sweep runs (every minute on this stack), period after period
+        # THEN the Overdue alarm goes to ALARM and stays there for three periods and more:
+        # each sweep reports the message, and a period without a sweep keeps the state
+        # (missing data ignored), where before it went OK after one period
+        eventually(lambda: alarm_state(overdue_alarm) == "ALARM", timeout=ALARM_TIMEOUT, interval=5)
+        held_since = time.monotonic()
+        while time.monotonic() - held_since < 3 * 60 + 10:
+            assert alarm_state(overdue_alarm) == "ALARM"
+            time.sleep(10)
+        # AND the message was never fired again, nor taken over
+        stored = ddb.get_item(TableName=out["table"], Key=message_key(message_id))["Item"]
+        assert stored["status"]["S"] == Status.FIRING
+        assert stored["claimed_by"] == item["claimed_by"]
+    finally:
+        ddb.delete_item(TableName=out["table"], Key=message_key(message_id))
 
 
 def test_the_handlers_metrics_reach_cloudwatch(stack: dict[str, Any]) -> None:

@@ -173,6 +173,32 @@ def test_a_slot_of_one_fires_its_message_only_at_its_time_without_reading_the_in
     assert len(sent) == 1
 
 
+def test_slow_targets_of_one_chunk_are_all_in_flight_at_once_none_queues_behind_another(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a chunk of messages due at the same instant, to a slow target (each invoke
+    # waits until every one of them has begun, or 5 s)
+    slot, ids = due_slot(config, [0.5] * scheduler_slots.CHUNK)
+    in_flight, most = 0, 0
+    everyone = threading.Condition()
+
+    def send(target_arn: str, delivery: dict[str, Any]) -> None:
+        nonlocal in_flight, most
+        with everyone:
+            in_flight += 1
+            most = max(most, in_flight)
+            everyone.notify_all()
+            everyone.wait_for(lambda: most == len(ids), timeout=5)
+            in_flight -= 1
+
+    monkeypatch.setattr(scheduler_slots, "send", send)
+    # WHEN the slot fires them
+    counts = scheduler_slots.fire(config.table, slot, "execution-1")
+    # THEN every delivery was in flight at once (one thread a message: a slow target
+    # delays only its own message), and each is DONE
+    assert most == len(ids) and counts == {"skipped": 0, "DONE": len(ids)}
+
+
 def test_two_clocks_of_one_slot_fire_each_message_once(
     config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
