@@ -12,7 +12,7 @@ import dataclasses
 import heapq
 import math
 
-from exactly_once.components.scheduler import SLOT_MEMORY_MB
+from exactly_once.components.scheduler import SLOT_MEMORY_MB, THROTTLED_INVOKE
 from exactly_once.handlers import scheduler_index, scheduler_slots
 
 # -- prices (us-east-1 list prices, docs/cost.md) --------------------------------------------
@@ -289,8 +289,9 @@ def per_message_burst(
     execution, started earlier): at its wake its Fire (a state transition from the shared
     bucket) invokes the slot function, which starts cold, claims the message by its key
     and delivers it at its time. An invoke past the account's concurrency is throttled
-    and retried by the Fire (LAMBDA_RETRY: 1, 2 and 4 s later) while earlier invocations
-    end; one throttled every time fails its execution, and waits for the sweep."""
+    and retried by the Fire (THROTTLED_INVOKE: 1 s growing to 10 s, 30 times) while
+    earlier invocations end; one throttled every time fails its execution, and waits for
+    the sweep."""
     wake = -float(scheduler_slots.LEAD_SECONDS)
     granted = _token_times([wake] * n, quotas.transition_bucket, quotas.transition_refill)
     claim_rate = quotas.claims_per_second()
@@ -318,7 +319,15 @@ def per_message_burst(
     return sorted(lateness)
 
 
-LAMBDA_RETRY_DELAYS = (1.0, 2.0, 4.0)  # components/asl.py LAMBDA_RETRY: 1 s, doubling, 3 tries
+# The Fire's throttle retrier (components/scheduler.py THROTTLED_INVOKE): each retry's
+# computed backoff (full jitter draws it anywhere below: the model waits the longest).
+LAMBDA_RETRY_DELAYS = tuple(
+    min(
+        float(THROTTLED_INVOKE["MaxDelaySeconds"]),
+        THROTTLED_INVOKE["IntervalSeconds"] * THROTTLED_INVOKE["BackoffRate"] ** attempt,
+    )
+    for attempt in range(THROTTLED_INVOKE["MaxAttempts"])
+)
 SWEEP_PERIOD_SECONDS = 3600.0  # the default sweep period (SchedulerArgs)
 
 

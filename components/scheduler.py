@@ -23,7 +23,6 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from exactly_once.components.asl import LAMBDA_RETRY
 from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
@@ -80,6 +79,31 @@ STREAM_FILTERS = (
 )
 
 
+# Lambda throttled the slot function's invoke (it never ran): a busy second's deliveries
+# may hold the account's concurrency. Kept trying, 1 s growing 1.5x to 10 s, full jitter:
+# about 2 minutes on average, at most about 4, before the message waits for the sweep.
+THROTTLED_INVOKE: dict[str, Any] = {
+    "ErrorEquals": ["Lambda.TooManyRequestsException"],
+    "IntervalSeconds": 1,
+    "MaxAttempts": 30,
+    "BackoffRate": 1.5,
+    "MaxDelaySeconds": 10,
+    "JitterStrategy": "FULL",
+}
+# Anything else: claims the table kept refusing (a throttle past the function's own
+# retries, AccessDenied from a policy being changed), Lambda's own errors, a function that
+# failed or timed out. 2 s doubling to 60 s, full jitter: about 2 minutes on average, at
+# most about 4; each retry takes up what the attempts before it left.
+FIRE_FAILED: dict[str, Any] = {
+    "ErrorEquals": ["States.ALL"],
+    "IntervalSeconds": 2,
+    "MaxAttempts": 8,
+    "BackoffRate": 2,
+    "MaxDelaySeconds": 60,
+    "JitterStrategy": "FULL",
+}
+
+
 def slot_definition(slot_function_arn: str) -> dict[str, Any]:
     """Wait -> Fire: one execution per second of publish times, or a slot of one (a message
     too late for its second's: its input names it), handlers/scheduler_slots.py. Two
@@ -111,20 +135,13 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
                     },
                 },
                 "ResultSelector": {"fired.$": "$.Payload"},
+                # Step Functions retries an error by the first retrier that matches it,
+                # and by no other once that one is spent (developer guide, "Handling
+                # errors in Step Functions workflows"): each error its own budget.
                 "Retry": [
                     {"ErrorEquals": ["StatusNotRecorded"], "MaxAttempts": 0},
-                    LAMBDA_RETRY,
-                    # Claims the table kept refusing (a throttle, AccessDenied from a
-                    # policy being changed): retried for about 5 minutes, each retry
-                    # taking up what is left, before the message waits for the sweep.
-                    {
-                        "ErrorEquals": ["States.ALL"],
-                        "IntervalSeconds": 2,
-                        "MaxAttempts": 8,
-                        "BackoffRate": 2,
-                        "MaxDelaySeconds": 60,
-                        "JitterStrategy": "FULL",
-                    },
+                    THROTTLED_INVOKE,
+                    FIRE_FAILED,
                 ],
                 "End": True,
             },
@@ -233,6 +250,10 @@ class Scheduler(Component):
             late_tolerance_seconds=encode(args.late_tolerance_seconds),
             join_slots=encode(True),
         ) | metrics_environment(name, args.monitoring)
+        # Read by 0.4's code, which Lambda may run with this configuration for a moment
+        # during the upgrade (the provider updates a function's configuration, then its
+        # code): without it 0.4's settings fail to load. Gone in 0.6 (CHANGELOG).
+        environment["SLOT_MACHINE_ARN"] = self.state_machine.arn
         self.dlq = dead_letter_queue(name, self)
         self.url, self.api_key = self._api(name, args, environment)
         self.sweep_function = self._sweep(name, args, environment)

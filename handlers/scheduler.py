@@ -56,7 +56,7 @@ MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a ye
 OVERDUE_SECONDS = 60
 # A FIRING message without a lease was claimed by 0.4's waiting machine (every claim since
 # holds a lease): normally DONE or FAILED within its target's timeout (Lambda's is at most
-# 15 minutes) plus the status write's retries (about 5 minutes).
+# 15 minutes) plus the status write's retries (about 5 minutes, 0.4's).
 STUCK_FIRING_SECONDS = 20 * 60
 
 

@@ -114,9 +114,9 @@ def slot_name(slot: int) -> str:
 
 
 def slot_input(slot: int, message_id: str | None = None) -> dict[str, Any]:
-    """A slot execution's input: its second, and when its Wait ends (whole seconds: a
-    Wait drops a timestamp's fraction, so the handler sleeps out the rest); with
-    `message_id`, a slot of one: that message only."""
+    """A slot execution's input: its second, and when its Wait ends, a whole second (a
+    Wait would drop a fraction: the handler sleeps from there to each message's own
+    millisecond); with `message_id`, a slot of one: that message only."""
     wake = dt.datetime.fromtimestamp(slot - LEAD_SECONDS, dt.UTC)
     found: dict[str, Any] = {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return {**found, "message": message_id} if message_id else found
