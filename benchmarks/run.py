@@ -161,7 +161,7 @@ def bench_resumable() -> dict[str, Any]:
 
 
 def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
-    from exactly_once.handlers import scheduler, scheduler_index
+    from exactly_once.handlers import scheduler, scheduler_index, scheduler_sweep
 
     with mock_aws():
         runtime.client.cache_clear()
@@ -186,7 +186,7 @@ def bench_sweep(far_future: int = 10_000, due: int = 200) -> dict[str, Any]:
             )
         sys_stdout, sys.stdout = sys.stdout, io.StringIO()
         try:
-            result = scheduler.sweep(config, now)
+            result = scheduler_sweep.sweep(config, now)
         finally:
             sys.stdout = sys_stdout
     return {

@@ -419,7 +419,7 @@ class Scheduler(Component):
         table, machine = self.table, self.state_machine
         function = handler_function(
             f"{name}-sweep",
-            handler="exactly_once.handlers.scheduler.sweep_handler",
+            handler="exactly_once.handlers.scheduler_sweep.handler",
             statements=[
                 allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
                 allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.arn]),

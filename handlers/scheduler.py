@@ -1,4 +1,8 @@
-"""Pattern 3, the precise scheduler: messages, their status machine, the sweep and the starter.
+"""Pattern 3, the precise scheduler: messages, their status machine, and their start.
+
+Registration (the API's, handlers/scheduler_api.py), cancel and the stream starter live
+here; the sweep in handlers/scheduler_sweep.py; the claim, delivery and final write in
+handlers/scheduler_slots.py; the record's key and status in handlers/scheduler_index.py.
 
 One table: `MESSAGE#<id>` items (status, publish_at, channel, parameters) and
 `INVOKER#<channel>` items (the channel's target Lambda ARN). Every status change is
@@ -25,7 +29,6 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from exactly_once.handlers import metrics, timestamps
@@ -38,9 +41,7 @@ from exactly_once.handlers.scheduler_index import (
     ENDED,
     STATUS_INDEX,
     Status,
-    due,
     lane,
-    lanes,
     message_key,
 )
 from exactly_once.handlers.settings import Settings
@@ -49,15 +50,6 @@ from exactly_once.handlers.settings import Settings
 __all__ = ["STATUS_INDEX", "Status", "message_key"]
 MAX_PARAMETERS_BYTES = 32 * 1024
 MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
-# A STANDBY message this long past its time was never claimed: its execution failed (claims
-# that kept failing) or was stopped, so the sweep starts the next attempt (`-r1`, ...)
-# instead of counting a duplicate. Until then the execution may still be claiming it, and
-# a restart would only find it RUNNING.
-OVERDUE_SECONDS = 60
-# A FIRING message without a lease was claimed by 0.4's waiting machine (every claim since
-# holds a lease): normally DONE or FAILED within its target's timeout (Lambda's is at most
-# 15 minutes) plus the status write's retries (about 5 minutes, 0.4's).
-STUCK_FIRING_SECONDS = 20 * 60
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,7 +211,7 @@ def _fingerprint(fields: dict[str, Any]) -> str:
 
 def _stored(config: SchedulerSettings, message_id: str, fingerprint: str) -> dict[str, Any] | None:
     """The stored item of this exact registration (same fingerprint), if any."""
-    stored = _item(config, message_id)
+    stored = read_item(config, message_id)
     if stored is None or stored.get("fingerprint", {}).get("S") != fingerprint:
         return None
     return stored
@@ -264,7 +256,7 @@ def to_message(item: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def _item(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
+def read_item(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
     return (
         _ddb()
         .get_item(TableName=config.table, Key=message_key(message_id), ConsistentRead=True)
@@ -273,7 +265,7 @@ def _item(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
 
 
 def get(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
-    item = _item(config, message_id)
+    item = read_item(config, message_id)
     return to_message(item) if item else None
 
 
@@ -320,165 +312,6 @@ def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
     message = get(config, message_id)
     assert message is not None
     return message
-
-
-# -- the sweep: RESERVED messages due within the window go to STANDBY; STANDBY ones whose
-# stream record never started them (a DLQ'd batch, a mapping not yet polling) start now --
-def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[str]:
-    """Ids of `status` messages due by `horizon`, every lane, every page (the index bounds
-    the read)."""
-    for status_lane in lanes(status):
-        for message_id, _ in due(_ddb(), config.table, status_lane, horizon):
-            yield message_id
-
-
-def sweep(
-    config: SchedulerSettings, now: float | None = None, context: Any = None
-) -> dict[str, int]:
-    """Start the STANDBY messages due in the window that have no execution yet (their
-    execution is named by the id, so one already started is a cheap duplicate), and the
-    next attempt of an overdue one whose execution ended without claiming it; then move
-    the due RESERVED ones to STANDBY (the stream starts those)."""
-    now = time.time() if now is None else now
-    horizon = now + config.window_seconds
-    standby = restarted = overdue_count = 0
-    restarts: set[int] = set()  # slots to restart (`_firing`)
-    for message_id in _due(config, Status.STANDBY, horizon):
-        standby += 1
-        key = message_key(message_id)
-        item = _ddb().get_item(TableName=config.table, Key=key, ConsistentRead=True)
-        image = item.get("Item")
-        if image and image["status"]["S"] == Status.STANDBY:
-            overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
-            overdue_count += overdue
-            # STANDBY means never claimed, so never fired: a FAILED, TIMED_OUT or ABORTED
-            # execution of it is safe to follow with the next attempt.
-            policy = (
-                ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
-            )
-            outcome = start(config, image, context, policy)
-            restarted += outcome.status == "STARTED"
-            if overdue and outcome.existing_status == "SUCCEEDED":
-                # Its own execution ended without firing it (the slot had claimed it then,
-                # and gave it back unsent): a restart of its slot fires it.
-                restarts.add(slots.slot_of(float(image["publish_at"]["N"])))
-    read = moved = 0
-    for message_id in _due(config, Status.RESERVED, horizon):
-        read += 1
-        moved += transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
-    restarted_slots, stuck = _firing(config, now, context, restarts)
-    result = {
-        "read": read,
-        "moved": moved,
-        "standby": standby,
-        "restarted": restarted + restarted_slots,
-        "overdue": overdue_count + stuck,
-    }
-    log("INFO", "sweep", window_seconds=config.window_seconds, **result)
-    # Every sweep reports, 0 included: the Overdue alarm sees a datum each period.
-    metrics.emit(PATTERN, Overdue=result["overdue"])
-    return result
-
-
-def _firing(
-    config: SchedulerSettings, now: float, context: Any, restarts: set[int]
-) -> tuple[int, int]:
-    """FIRING messages past their time: (slot restarts started, overdue). A slot's claim
-    whose lease ended (its claimant died: Lambda stopped it at its timeout) is taken up by
-    a restart of its slot, one per sweep that finds it (`scheduler_slots.restart_name`:
-    a restart whose index read missed it is followed by the next sweep's): at least once
-    to the target, with the id, as any retried delivery. Not while the claimant's execution
-    runs (its Fire's retry takes it up); nor when it failed StatusNotRecorded naming that
-    claimant: it delivered the message and could not write so (a restart would deliver it
-    again): that one is marked `unrecorded` and stays overdue, for the alarm. One with no
-    lease (claimed by 0.4's waiting machine) is counted once it has been FIRING too long.
-    `restarts`: slots to restart besides."""
-    restarted = overdue = 0
-    ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
-    for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
-        image = _item(config, message_id)
-        if image is None or image["status"]["S"] != Status.FIRING:
-            continue
-        publish_at = float(image["publish_at"]["N"])
-        if "lease" in image:
-            if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:
-                continue  # its claimant may still be delivering it
-            overdue += 1
-            claimed_by = image.get("claimed_by", {}).get("S", "")
-            execution = slots.execution_of(claimed_by)
-            if execution not in ends:
-                ends[execution] = _end_of(execution)
-            status, cause = ends[execution]
-            if status == "RUNNING":
-                continue  # its Fire's retry takes it up, or the next sweep decides
-            if "unrecorded" in image:
-                continue  # delivered, its status not written: Overdue, never restarted
-            if claimed_by and claimed_by in cause.split():
-                _mark_unrecorded(config, message_id, claimed_by)
-                continue
-            restarts.add(slots.slot_of(publish_at))
-        elif publish_at < now - STUCK_FIRING_SECONDS:
-            overdue += 1
-    # Restarts start after every delivered-unrecorded message is marked: a restart never
-    # takes one of those over (`scheduler_slots.claim`).
-    for slot in sorted(restarts):
-        outcome = start_once(
-            config.state_machine_arn,
-            slots.restart_name(slot, now),
-            slots.slot_input(slot),
-            request_id(context),
-        )
-        restarted += outcome.status == "STARTED"
-    return restarted, overdue
-
-
-def _mark_unrecorded(config: SchedulerSettings, message_id: str, claimed_by: str) -> None:
-    """A message its claimant delivered and could not record: no claim takes it over (a
-    restart of its slot for another message included); it stays FIRING, Overdue."""
-    log("WARNING", "delivered, status not written", message_id=message_id)
-    try:
-        client("dynamodb").update_item(
-            TableName=config.table,
-            Key=message_key(message_id),
-            UpdateExpression="SET unrecorded = :true",
-            ConditionExpression="#s = :firing AND claimed_by = :by",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":true": {"BOOL": True},
-                ":firing": {"S": Status.FIRING},
-                ":by": {"S": claimed_by},
-            },
-        )
-    except ClientError as exc:
-        if aws_code(exc) != "ConditionalCheckFailedException":  # (it moved on meanwhile)
-            raise
-
-
-def _end_of(execution_arn: str) -> tuple[str, str]:
-    """(status, cause): the claimant's execution's status, and the cause it failed with if
-    StatusNotRecorded (naming the claimant whose deliveries happened). Not an execution,
-    or one gone: ("", "")."""
-    if not execution_arn.startswith("arn:"):
-        return "", ""
-    try:
-        described = client("stepfunctions").describe_execution(executionArn=execution_arn)
-    except ClientError as exc:
-        if aws_code(exc) in ("ExecutionDoesNotExist", "InvalidArn"):
-            return "", ""
-        raise
-    status = str(described.get("status", ""))
-    if status == "FAILED" and described.get("error") == "StatusNotRecorded":
-        cause = str(described.get("cause") or "")
-        try:  # Lambda's error document: {"errorType": ..., "errorMessage": ...}
-            return status, str(json.loads(cause).get("errorMessage", cause))
-        except (ValueError, AttributeError):
-            return status, cause
-    return status, ""
-
-
-@lambda_handler
-def sweep_handler(event: Any, context: Any) -> dict[str, int]:
-    return sweep(SchedulerSettings.current(), context=context)
 
 
 # -- the stream starter: each STANDBY message's slot (or its own execution), started once --
@@ -539,7 +372,7 @@ def _stop_if_cancelled(config: SchedulerSettings, message_id: str, arn: str) -> 
     """A cancel between the STANDBY image this start read and the start itself found no
     execution to stop: stop it now, rather than let it wait to find CANCELLED at its Claim
     (harmless, but an execution nobody needs)."""
-    item = _item(config, message_id)
+    item = read_item(config, message_id)
     if item is not None and item["status"]["S"] != Status.CANCELLED:
         return
     _stop(arn)

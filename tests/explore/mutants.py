@@ -264,7 +264,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "sweep-leaves-dead-claims",
         "the sweep never restarts a slot whose claimant died: its messages stay FIRING",
-        "handlers/scheduler.py",
+        "handlers/scheduler_sweep.py",
         '            if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:\n'
         "                continue",
         "            if True:\n                continue",
@@ -274,7 +274,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "sweep-restarts-unrecorded",
         "the sweep restarts a slot whose claimant delivered a message and could not write "
         "so (StatusNotRecorded): the restart delivers it again",
-        "handlers/scheduler.py",
+        "handlers/scheduler_sweep.py",
         "            if claimed_by and claimed_by in cause.split():",
         "            if False:",
         "slot",

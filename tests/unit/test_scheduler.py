@@ -16,6 +16,7 @@ from exactly_once.handlers import (
     scheduler_api,
     scheduler_index,
     scheduler_slots,
+    scheduler_sweep,
 )
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict
 from exactly_once.handlers.scheduler import SchedulerSettings
@@ -125,7 +126,7 @@ def test_a_message_late_on_arrival_within_the_tolerance_is_accepted_and_marked_l
     assert (created, message["status"]) == (True, "STANDBY")
     assert 10 <= message["lateOnArrival"] < 11
     assert scheduler.get(config, message["id"])["lateOnArrival"] == message["lateOnArrival"]
-    item = scheduler._item(config, message["id"])
+    item = scheduler.read_item(config, message["id"])
     assert scheduler_slots.delivery_of(item)["lateOnArrival"] == message["lateOnArrival"]
     # AND its own execution (too late for a slot) wakes at once: its Wait has passed
     sfn = runtime.client("stepfunctions")
@@ -136,7 +137,7 @@ def test_a_message_late_on_arrival_within_the_tolerance_is_accepted_and_marked_l
     # AND one on time carries no mark
     on_time, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
     assert "lateOnArrival" not in on_time
-    stored = scheduler._item(config, on_time["id"])
+    stored = scheduler.read_item(config, on_time["id"])
     assert "lateOnArrival" not in scheduler_slots.delivery_of(stored)
 
 
@@ -314,7 +315,7 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
                 "pad": {"S": "x" * 800},
             },
         )
-    result = scheduler.sweep(config, now)
+    result = scheduler_sweep.sweep(config, now)
     assert result == {"read": 1200, "moved": 1200, "standby": 0, "restarted": 0, "overdue": 0}
     # (the stream starts the moved ones; the pad-only items here are not startable)
 
@@ -344,7 +345,7 @@ def test_the_api_starts_a_message_due_within_the_window_and_the_stream_is_a_dupl
     # THEN the soon one's execution was started by the registration, the later one's not
     assert executions_of(config) == [soon["id"]]
     # AND the stream's record of it starts nothing new
-    item = scheduler._item(config, soon["id"])
+    item = scheduler.read_item(config, soon["id"])
     record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
     assert scheduler.start_records(config, {"Records": [record]}, None) == {
         "outcomes": ["DUPLICATE"]
@@ -377,7 +378,7 @@ def test_the_sweep_starts_standby_messages_nobody_started(
         throttled_starts(patch)
         lost, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
     # WHEN the sweep runs, twice (overlapping sweeps)
-    first, again = scheduler.sweep(config), scheduler.sweep(config)
+    first, again = scheduler_sweep.sweep(config), scheduler_sweep.sweep(config)
     # THEN only the lost one was started, once; nothing was moved
     assert (first["standby"], first["restarted"], first["moved"]) == (2, 1, 0)
     assert (again["standby"], again["restarted"]) == (2, 0)
@@ -411,8 +412,8 @@ def test_the_sweep_starts_the_next_attempt_of_an_overdue_message_its_execution_n
         arn = executions.execution_arn(config.state_machine_arn, message["id"])
         stopped(sfn, arn)  # ABORTED: ended, as a failed one
     # WHEN the sweep runs past the overdue one's time plus the margin, twice
-    at = now - 5 + scheduler.OVERDUE_SECONDS + 1
-    first, again = scheduler.sweep(config, now=at), scheduler.sweep(config, now=at)
+    at = now - 5 + scheduler_sweep.OVERDUE_SECONDS + 1
+    first, again = scheduler_sweep.sweep(config, now=at), scheduler_sweep.sweep(config, now=at)
     # THEN the overdue one gets its next attempt, once (it was never claimed, so never
     # fired); the other is left to its own time (before, both were counted duplicates and
     # the overdue one was stranded STANDBY forever)
@@ -429,7 +430,7 @@ def test_a_start_that_raced_a_cancel_stops_its_execution(
         message, _ = scheduler.register(
             config, {"publishTime": time.time() + 30, "channel": "demo"}
         )
-    stale = scheduler._item(config, message["id"])  # the STANDBY image a stream record holds
+    stale = scheduler.read_item(config, message["id"])  # the STANDBY image a stream record holds
     assert scheduler.cancel(config, message["id"])["status"] == "CANCELLED"
     # WHEN the stream delivers the old STANDBY image
     sfn = runtime.client("stepfunctions")
@@ -444,7 +445,9 @@ def test_a_start_that_raced_a_cancel_stops_its_execution(
     with monkeypatch.context() as patch:
         throttled_starts(patch)
         other, _ = scheduler.register(config, {"publishTime": time.time() + 30, "channel": "demo"})
-    assert scheduler.start(config, scheduler._item(config, other["id"]), None).status == "STARTED"
+    assert (
+        scheduler.start(config, scheduler.read_item(config, other["id"]), None).status == "STARTED"
+    )
     assert stopped == [outcome.execution_arn]
 
 
@@ -454,7 +457,7 @@ def test_the_stream_starter_names_executions_by_message_id(
     with monkeypatch.context() as patch:
         throttled_starts(patch)  # so the stream's record is the first start
         message, _ = scheduler.register(config, {"publishTime": time.time() + 5, "channel": "demo"})
-    item = scheduler._item(config, message["id"])
+    item = scheduler.read_item(config, message["id"])
     record = {"eventName": "INSERT", "dynamodb": {"NewImage": item}}
     assert scheduler.start_records(config, {"Records": [record]}, None) == {"outcomes": ["STARTED"]}
     assert scheduler.start_records(config, {"Records": [record]}, None) == {

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from exactly_once.components.scheduler import slot_definition
-from exactly_once.handlers import runtime, scheduler, scheduler_slots, timestamps
+from exactly_once.handlers import runtime, scheduler, scheduler_slots, scheduler_sweep, timestamps
 from exactly_once.handlers.errors import ClientError
 from exactly_once.handlers.scheduler import SchedulerSettings
 from exactly_once.handlers.scheduler_slots import TargetFailed
@@ -68,7 +68,7 @@ def test_messages_of_one_second_share_its_slot_execution_started_once(
     assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", soon])
     # AND the stream's records start nothing more (this sandbox knows the slot started;
     # a fresh one gets ExecutionAlreadyExists)
-    records = [{"dynamodb": {"NewImage": scheduler._item(slotted, i)}} for i in ids]
+    records = [{"dynamodb": {"NewImage": scheduler.read_item(slotted, i)}} for i in ids]
     assert (
         scheduler.start_records(slotted, {"Records": records}, None)["outcomes"]
         == ["DUPLICATE"] * 3
@@ -524,7 +524,7 @@ def test_the_status_index_spreads_messages_over_lanes_and_forgets_ended_ones(
     publish = time.time() + 30
     ids = [register(config, publish)["id"] for _ in range(200)]
     scheduler.cancel(config, ids[0])
-    items = [scheduler._item(config, i) for i in ids]
+    items = [scheduler.read_item(config, i) for i in ids]
     # THEN they spread over every lane of STANDBY (no partition holds more than ~2x its share)
     standby = [i for i in items[1:] if i is not None]
     per_lane = {lane: 0 for lane in scheduler_index.lanes("STANDBY")}
@@ -561,7 +561,7 @@ def test_the_cost_model_counts_what_a_slot_does(
     assert calls.count("Query") == 2 * scheduler_index.LANES
     assert len(calls) == calls.count("UpdateItem") + calls.count("Query")
     # the claim moves a message between lanes, the final write removes it from the index
-    done = scheduler._item(config, ids[0])
+    done = scheduler.read_item(config, ids[0])
     assert done is not None and "lane" not in done
     assert scheduler_model.SLOT.write_units_per_message == 3 + 2
     # two transitions a slot: its machine's states, one after the other
@@ -597,7 +597,7 @@ def test_scheduler_lanes_gives_pending_messages_of_an_older_deployment_their_lan
     # THEN the slot (and the sweep) find them; the ended one stays out of the index
     found = scheduler_slots.members(config.table, math.floor(publish), ("STANDBY",))
     assert sorted(found) == sorted(ids)
-    assert "lane" not in (scheduler._item(config, ended) or {})
+    assert "lane" not in (scheduler.read_item(config, ended) or {})
 
 
 def test_the_sweep_restarts_the_slot_of_a_claim_whose_claimant_died(
@@ -611,9 +611,9 @@ def test_the_sweep_restarts_the_slot_of_a_claim_whose_claimant_died(
     assert scheduler_slots.claim(slots.table, message_id, "slot-x#2", lease).item is not None
     sfn = runtime.client("stepfunctions")
     # WHEN the sweep runs while the lease holds, then after it ended
-    assert scheduler.sweep(slots, now=lease - 1)["restarted"] == 0
-    swept = lease + scheduler.OVERDUE_SECONDS + 1
-    result = scheduler.sweep(slots, now=swept)
+    assert scheduler_sweep.sweep(slots, now=lease - 1)["restarted"] == 0
+    swept = lease + scheduler_sweep.OVERDUE_SECONDS + 1
+    result = scheduler_sweep.sweep(slots, now=swept)
     # THEN it restarted the slot once, as a restart (which takes up ended claims), and
     # counted the message overdue; the same sweep run again starts nothing more
     assert result["restarted"] == 1 and result["overdue"] == 1
@@ -623,14 +623,14 @@ def test_the_sweep_restarts_the_slot_of_a_claim_whose_claimant_died(
     assert scheduler_slots.is_restart(execution["executionArn"])
     described = sfn.describe_execution(executionArn=execution["executionArn"])
     assert scheduler_slots.slot_input(slot).items() <= json.loads(described["input"]).items()
-    assert scheduler.sweep(slots, now=swept)["restarted"] == 0
+    assert scheduler_sweep.sweep(slots, now=swept)["restarted"] == 0
     # AND the next period's sweep, finding it still FIRING (a restart that missed it),
     # starts another
-    assert scheduler.sweep(slots, now=swept + 3600)["restarted"] == 1
+    assert scheduler_sweep.sweep(slots, now=swept + 3600)["restarted"] == 1
 
 
 def status_of(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
-    return scheduler._item(config, message_id) or {}
+    return scheduler.read_item(config, message_id) or {}
 
 
 def test_a_lease_is_taken_over_only_once_it_ended_by_more_than_the_clocks_skew(
@@ -800,20 +800,20 @@ def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record
         "errorType": "StatusNotRecorded",
         "errorMessage": f"1 delivered messages are still FIRING, claimed by {last}",
     }
-    swept = lease + scheduler.OVERDUE_SECONDS + 10
+    swept = lease + scheduler_sweep.OVERDUE_SECONDS + 10
     # (while the execution still runs, its Fire's retry is the one to take claims up)
-    assert scheduler.sweep(slots, now=swept)["restarted"] == 0
+    assert scheduler_sweep.sweep(slots, now=swept)["restarted"] == 0
     swept += 60
     fail_execution(arn, "StatusNotRecorded", json.dumps(error))
     # WHEN the sweep finds the delivered one FIRING past its lease
     # THEN it is overdue (for the alarm), and its slot is not restarted
-    result = scheduler.sweep(slots, now=swept)
+    result = scheduler_sweep.sweep(slots, now=swept)
     assert result["restarted"] == 0 and result["overdue"] >= 1
     assert names(slots.state_machine_arn, "slot-") == [scheduler_slots.slot_name(slot)]
     # AND a message an earlier attempt of that execution claimed, and died with, is
     # taken up by a restart
     scheduler_slots.claim(slots.table, undelivered, dead, lease)
-    result = scheduler.sweep(slots, now=swept + 60)
+    result = scheduler_sweep.sweep(slots, now=swept + 60)
     assert result["restarted"] == 1
     restart = scheduler_slots.restart_name(slot, swept + 60)
     slot_executions = names(slots.state_machine_arn, "slot-")
@@ -907,8 +907,8 @@ def test_an_overdue_standby_message_whose_own_execution_ended_unfired_restarts_i
     own = f"{slots.state_machine_arn.replace(':stateMachine:', ':execution:')}:{message_id}"
     end_execution(own, "SUCCEEDED")
     # WHEN the sweep finds it overdue
-    swept = slot + scheduler.OVERDUE_SECONDS + 10
-    result = scheduler.sweep(slots, now=swept)
+    swept = slot + scheduler_sweep.OVERDUE_SECONDS + 10
+    result = scheduler_sweep.sweep(slots, now=swept)
     # THEN a restart of its slot fires it (its own name is taken by an ended execution)
     assert result["restarted"] == 1
     restart = scheduler_slots.restart_name(slot, swept)

@@ -38,6 +38,7 @@ from exactly_once.handlers import (
     scheduler_api,
     scheduler_index,
     scheduler_slots,
+    scheduler_sweep,
     settings,
 )
 from tests.explore.dynamo import EventSourceMapping, Table
@@ -152,7 +153,7 @@ class SchedulerScenario(Scenario):
             table=self.config.table, workers_function=WORKERS_FN
         )
         try:
-            with clocked(world.clock, scheduler, scheduler_slots):
+            with clocked(world.clock, scheduler, scheduler_slots, scheduler_sweep):
                 yield
         finally:
             scheduler_index.LANES, scheduler_slots.CHUNK, scheduler_slots.RECORD_ATTEMPTS = saved
@@ -183,7 +184,7 @@ class SchedulerScenario(Scenario):
         lambdas.register(WORKERS_FN, scheduler_slots.handler, timeout=WORKERS_TIMEOUT_SECONDS)
         api = lambdas.register(API_FN, lambda e, c: scheduler_api.serve(e, config, c))
         starter = lambdas.register(STARTER_FN, lambda e, c: scheduler.start_records(config, e, c))
-        sweeper = lambdas.register(SWEEP_FN, lambda e, c: scheduler.sweep(config, context=c))
+        sweeper = lambdas.register(SWEEP_FN, lambda e, c: scheduler_sweep.sweep(config, context=c))
         machines = {config.state_machine_arn: self.slot}
         ran: set[str] = set()
         attempts: list[str] = []  # every invocation of a source's, for the verdict
@@ -340,7 +341,7 @@ class SchedulerScenario(Scenario):
             )
         stream(list(table.stream), "stream")
         executions()
-        clock.sleep(scheduler.OVERDUE_SECONDS + 10)
+        clock.sleep(scheduler_sweep.OVERDUE_SECONDS + 10)
         sweep("sweep")
         executions()
         stream(list(table.stream), "again")  # every record again, late: stale images
