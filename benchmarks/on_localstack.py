@@ -287,7 +287,8 @@ def bench_scheduler(
 
 def wait_only_machine(target_arn: str, tag: str) -> tuple[str, list[Any]]:
     """The alternative: a whole-second Wait past publishTime (a Wait drops a timestamp's
-    fraction), then the target invoked directly: no claim, no sub-second sleep. Its own
+    fraction), then the target invoked directly: no claim, no sub-second sleep (0.4's
+    waiting machine's fallback). Its own
     role may invoke the target only (LocalStack enforces IAM here)."""
     sfn, iam = client("stepfunctions"), client("iam")
     definition = {
@@ -346,7 +347,9 @@ def bench_scheduler_idle(stack: dict[str, Any], messages: int = 20) -> dict[str,
             assert status == 201, answer
             ids["ours"].append(answer["id"])
             other, at = f"{tag}-{i}", publish + 0.625  # .625, .875, .125, .375
-            late_at = dt.datetime.fromtimestamp(math.ceil(at), dt.UTC)
+            # a whole second past `at`, and one more: LocalStack's Wait ends up to a
+            # second early (never early on AWS, whose Wait truncates the fraction)
+            late_at = dt.datetime.fromtimestamp(math.ceil(at) + 1, dt.UTC)
             document = {
                 "lateAt": late_at.strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "delivery": {
