@@ -154,6 +154,40 @@ def cost_table() -> dict[str, dict[str, float]]:
     }
 
 
+# -- the sweep: a cost per period, whatever the traffic ----------------------------------------
+# An idle sweep reads one page of every lane of three statuses (STANDBY and RESERVED due in
+# the window, FIRING overdue), eventually consistent, half a unit each: the calls
+# tests/unit/test_scheduler.py counts. Its invocation (256 MB, the package's default) is
+# billed 0.5 s (48 Queries of a few milliseconds each) and its INIT each time (runs minutes
+# apart find no warm environment: an upper bound); its lines (the sweep's, its metric and
+# Lambda's START/END/REPORT) about 1 KB. The schedule's event is counted at EventBridge's
+# custom-event price, $1.00 per million (an upper bound: a scheduled rule's events are
+# AWS-generated).
+SWEEP_QUERIES = 3 * scheduler_index.LANES
+SWEEP_SECONDS = 0.5
+SWEEP_MEMORY_GB = 0.25
+SWEEP_LOG_BYTES = 1024
+SCHEDULE_EVENT = 1.00
+MINUTES_A_MONTH = 30 * 24 * 60
+
+
+def sweep_month(period_minutes: int) -> dict[str, float]:
+    """The sweep's runs and $ a month at a period of `period_minutes`, idle (each message
+    it finds due costs what its registration or firing already counts, plus a read)."""
+    runs = MINUTES_A_MONTH / period_minutes
+    per_run = (
+        LAMBDA_REQUEST
+        + (SWEEP_SECONDS + INIT_SECONDS) * SWEEP_MEMORY_GB * GB_SECOND
+        + SWEEP_QUERIES * 0.5 * READ_UNIT
+        + SWEEP_LOG_BYTES / 1e9 * LOG_GB * 1e6
+        + SCHEDULE_EVENT
+    )
+    return {"runs": runs, "dollars": runs * per_run / 1e6}
+
+
+SWEEP_PERIODS = (1, 5, 60)
+
+
 # -- a burst: N messages due in the same second ---------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Quotas:

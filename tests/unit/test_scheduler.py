@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks import scheduler_model
 from exactly_once.handlers import (
     executions,
     runtime,
@@ -318,6 +319,26 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
     result = scheduler_sweep.sweep(config, now)
     assert result == {"read": 1200, "moved": 1200, "standby": 0, "restarted": 0, "overdue": 0}
     # (the stream starts the moved ones; the pad-only items here are not startable)
+
+
+def test_an_idle_sweep_reads_each_lane_of_three_statuses_once_as_the_cost_model_counts(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN an empty table, WHEN the sweep runs
+    ddb = runtime.client("dynamodb")
+    calls: list[str] = []
+
+    def record(model: Any, **kwargs: Any) -> None:
+        calls.append(model.name)
+
+    ddb.meta.events.register("before-call.dynamodb", record)
+    try:
+        result = scheduler_sweep.sweep(config, time.time())
+    finally:
+        ddb.meta.events.unregister("before-call.dynamodb", record)
+    # THEN it made the model's Queries (docs/cost.md's sweep row), nothing else
+    assert result["read"] == result["standby"] == 0
+    assert calls == ["Query"] * scheduler_model.SWEEP_QUERIES
 
 
 def executions_of(config: SchedulerSettings) -> list[str]:

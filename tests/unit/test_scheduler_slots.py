@@ -933,3 +933,15 @@ def test_docs_cost_all_in_table_is_the_models() -> None:
         )
         assert row in text, row
     assert scheduler_model.all_in(10.0)["total"] <= 15
+
+
+def test_docs_cost_sweep_rows_are_the_models() -> None:
+    """docs/cost.md's "The scheduler's sweep" rows are benchmarks/scheduler_model.py's."""
+    from pathlib import Path
+
+    from benchmarks import scheduler_model
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "cost.md").read_text()
+    for period in scheduler_model.SWEEP_PERIODS:
+        month = scheduler_model.sweep_month(period)
+        assert f"| {period} | {month['runs']:,.0f} | {month['dollars']:.3f} |" in text
