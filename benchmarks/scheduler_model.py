@@ -12,8 +12,13 @@ import dataclasses
 import heapq
 import math
 
-from exactly_once.components.scheduler import SLOT_MEMORY_MB, THROTTLED_INVOKE
-from exactly_once.handlers import scheduler_index, scheduler_slots
+from exactly_once.components.scheduler import (
+    SLOT_MEMORY_MB,
+    SWEEP_MEMORY_MB,
+    SWEEP_TIMEOUT_SECONDS,
+    THROTTLED_INVOKE,
+)
+from exactly_once.handlers import scheduler_index, scheduler_slots, scheduler_sweep
 
 # -- prices (us-east-1 list prices, docs/cost.md) --------------------------------------------
 TRANSITION = 25.0  # $ per million STANDARD state transitions
@@ -124,9 +129,10 @@ def all_in(per_second: float, item_kb: int = 1, beyond_window: float = 0.0) -> d
     """$ per million messages fired by the slot clock at `per_second`, registered in
     batches of 100, everything counted: firing, registration, log ingestion, items of
     `item_kb` KB (each table write is a unit per KB; the index holds keys and lane only),
-    the share `beyond_window` registered past the window (one more write), and the slot
+    the share `beyond_window` registered past the window (one more write), the slot
     function's INIT when its environment is new (a slot a minute apart or more: every
-    invocation; at a second apart or less Lambda keeps it warm)."""
+    invocation; at a second apart or less Lambda keeps it warm), and the default sweep's
+    share."""
     per_slot = max(1.0, per_second)
     table_writes = 3  # registration, claim, final status: one table write each
     parts = {
@@ -136,6 +142,10 @@ def all_in(per_second: float, item_kb: int = 1, beyond_window: float = 0.0) -> d
         "item size": table_writes * (item_kb - 1) * WRITE_UNIT,
         "reserved": beyond_window * RESERVED_MOVE_UNITS * WRITE_UNIT,
         "init": (INIT_SECONDS * SLOT.memory_gb * GB_SECOND / per_slot) if per_second < 1 else 0.0,
+        # the default sweep (every 60 minutes, a 65-minute window): its finds, and its
+        # runs shared by the month's messages
+        "sweep": sweep_per_message(60, 65)
+        + sweep_month(60)["dollars"] / (per_second * MINUTES_A_MONTH * 60) * 1e6,
     }
     return {**parts, "total": sum(parts.values())}
 
@@ -155,29 +165,29 @@ def cost_table() -> dict[str, dict[str, float]]:
 
 
 # -- the sweep: a cost per period, whatever the traffic ----------------------------------------
-# An idle sweep reads one page of every lane of three statuses (STANDBY and RESERVED due in
+# An idle sweep reads one page of every lane of three statuses (RESERVED and STANDBY due in
 # the window, FIRING overdue), eventually consistent, half a unit each: the calls
-# tests/unit/test_scheduler.py counts. Its invocation (256 MB, the package's default) is
+# tests/unit/test_scheduler.py counts. Its invocation (SWEEP_MEMORY_MB: a whole vCPU) is
 # billed 0.5 s (48 Queries of a few milliseconds each) and its INIT each time (runs minutes
 # apart find no warm environment: an upper bound); its lines (the sweep's, its metric and
 # Lambda's START/END/REPORT) about 1 KB. The schedule's event is counted at EventBridge's
-# custom-event price, $1.00 per million (an upper bound: a scheduled rule's events are
-# AWS-generated).
+# custom-event price, $1.00 per million (an upper bound: its pricing page prices custom,
+# partner and opt-in events).
 SWEEP_QUERIES = 3 * scheduler_index.LANES
 SWEEP_SECONDS = 0.5
-SWEEP_MEMORY_GB = 0.25
+SWEEP_MEMORY_GB = SWEEP_MEMORY_MB / 1024
 SWEEP_LOG_BYTES = 1024
 SCHEDULE_EVENT = 1.00
 MINUTES_A_MONTH = 30 * 24 * 60
 
 
-def sweep_month(period_minutes: int) -> dict[str, float]:
+def sweep_month(period_minutes: int, memory_gb: float = SWEEP_MEMORY_GB) -> dict[str, float]:
     """The sweep's runs and $ a month at a period of `period_minutes`, idle (each message
-    it finds due costs what its registration or firing already counts, plus a read)."""
+    it finds costs what `sweep_per_message` counts)."""
     runs = MINUTES_A_MONTH / period_minutes
     per_run = (
         LAMBDA_REQUEST
-        + (SWEEP_SECONDS + INIT_SECONDS) * SWEEP_MEMORY_GB * GB_SECOND
+        + (SWEEP_SECONDS + INIT_SECONDS) * memory_gb * GB_SECOND
         + SWEEP_QUERIES * 0.5 * READ_UNIT
         + SWEEP_LOG_BYTES / 1e9 * LOG_GB * 1e6
         + SCHEDULE_EVENT
@@ -186,6 +196,33 @@ def sweep_month(period_minutes: int) -> dict[str, float]:
 
 
 SWEEP_PERIODS = (1, 5, 60)
+# Each STANDBY message due in the window is found by every run while it waits, at most
+# window / period runs: started from the index's keys, unread unless overdue (a duplicate
+# once started; StartExecution is not billed, it draws on the account's bucket, and its
+# second's slot is started once per run), with a log line; ~2 ms of the function (its share
+# of an index page, a start found in the run's cache, the line).
+SWEEP_SECONDS_PER_MESSAGE = 0.002
+SWEEP_LOG_BYTES_PER_MESSAGE = 400
+
+
+def sweep_per_message(period_minutes: int, window_minutes: int) -> float:
+    """$ per million messages for the sweep's finding each one STANDBY in the window."""
+    runs = max(1.0, window_minutes / period_minutes)
+    per_find = (
+        SWEEP_SECONDS_PER_MESSAGE * SWEEP_MEMORY_GB * GB_SECOND
+        + SWEEP_LOG_BYTES_PER_MESSAGE / 1e9 * LOG_GB * 1e6
+    )
+    return runs * per_find
+
+
+SWEEP_SETTINGS = ((60, 65), (5, 10), (1, 65), (1, 5))  # (period, window) minutes
+
+
+def sweep_moves_a_run(cpu_per_call: float = 1.25e-3, memory_mb: int = SWEEP_MEMORY_MB) -> float:
+    """How many RESERVED messages one run moves (an UpdateItem each, `cpu_per_call` seconds
+    of one vCPU) within the function's timeout less the sweep's margin, CPU-bound."""
+    seconds = SWEEP_TIMEOUT_SECONDS - scheduler_sweep.MARGIN_SECONDS
+    return seconds * vcpu(memory_mb) / cpu_per_call
 
 
 # -- a burst: N messages due in the same second ---------------------------------------------

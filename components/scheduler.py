@@ -66,6 +66,13 @@ SLOT_TIMEOUT_SECONDS = 900
 # messages at 10 a second (docs/cost.md). platform.functions["slots"] overrides it.
 SLOT_MEMORY_MB = 512
 WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60
+# The sweep makes an AWS call per message it moves (every one registered past the window:
+# rate x period of them a run, 360,000 at 100 a second and the default hour) at about
+# 1.25 ms of one vCPU each (benchmarks/scheduler_model.py: measured_cpu_per_call): a whole
+# vCPU (1,769 MB) and Lambda's longest timeout move ~700,000 a run, where 256 MB and 300 s
+# moved ~30,000: $0.02 a month more at the default period, idle (docs/cost.md).
+SWEEP_MEMORY_MB = 1769
+SWEEP_TIMEOUT_SECONDS = 900
 # What the stream starter is given: STANDBY images (to start), and a FIRING message's
 # final image (its Fired, lateness or Failed metrics: no function of ours sees those).
 STREAM_FILTERS = (
@@ -284,8 +291,9 @@ class Scheduler(Component):
         watch.alarm(
             "messages-overdue",
             watch.own("Overdue"),
-            "messages still STANDBY 60 s or FIRING 20 min past their publish time (the "
-            "sweep restarts a STANDBY one; one that stays needs a look: docs/scheduler.md)",
+            "messages still RESERVED or STANDBY 60 s, or FIRING 20 min, past their publish "
+            "time (the sweep restarts a STANDBY one; one that stays needs a look: "
+            "docs/runbook.md)",
             statistic="Maximum",
             level=True,
         )
@@ -435,7 +443,8 @@ class Scheduler(Component):
                 ),
             ],
             environment=environment,
-            timeout=300,
+            timeout=SWEEP_TIMEOUT_SECONDS,
+            memory_size=SWEEP_MEMORY_MB,
             parent=self,
             platform=self._platform,
         ).function

@@ -45,7 +45,7 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "Late": COUNT,  # fired, but registered after its publish time
         "LatenessMs": MILLISECONDS,  # fired minus publish time
         "Failed": COUNT,  # the target refused it for good (the message is FAILED)
-        "Overdue": COUNT,  # STANDBY 60 s or FIRING 20 min past publish time (each sweep)
+        "Overdue": COUNT,  # RESERVED or STANDBY 60 s, FIRING 20 min past publish time (each sweep)
     },
     "resumable": {
         "RunsStarted": COUNT,  # a run that took the key's lease

@@ -9,10 +9,12 @@ its slot; one delivered and never recorded is left FIRING and reported Overdue.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from exactly_once.handlers import metrics
 from exactly_once.handlers import scheduler_slots as slots
@@ -39,58 +41,127 @@ OVERDUE_SECONDS = 60
 STUCK_FIRING_SECONDS = 20 * 60
 
 
-def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[str]:
-    """Ids of `status` messages due by `horizon`, every lane, every page (the index bounds
-    the read)."""
-    for status_lane in lanes(status):
-        for message_id, _ in due(client("dynamodb"), config.table, status_lane, horizon):
-            yield message_id
+T = TypeVar("T")
+
+# Lanes read side by side: a run handles the window's messages (65 minutes of them by
+# default: 39,000 at 10 a second) in seconds, not one after another past its 300 s
+# timeout. Fewer threads than botocore's 10 pooled connections per client.
+THREADS = 8
+# Stop taking up messages this long before the invocation's end: the FIRING pass, the
+# metric and the log line still run.
+MARGIN_SECONDS = 30
+
+
+class OutOfTime(Exception):
+    """The sweep's time ran out with messages left: what it did stands (moved messages are
+    STANDBY, started ones started), and Lambda's retry of the invocation goes on from there."""
+
+
+@dataclasses.dataclass
+class _Pass:
+    """One status's messages due by `horizon`, each lane on a thread, each message handed to
+    `work` (its id and publish time) until `stop_at`."""
+
+    config: SchedulerSettings
+    stop_at: float | None
+    unfinished: bool = False
+
+    def each(
+        self, status: Status, horizon: float, work: Callable[[str, float], T]
+    ) -> list[tuple[str, T]]:
+        def lane_work(status_lane: str) -> list[tuple[str, T]]:
+            done = []
+            for message_id, publish_at in due(
+                client("dynamodb"), self.config.table, status_lane, horizon
+            ):
+                if self.stop_at is not None and time.time() >= self.stop_at:
+                    self.unfinished = True
+                    break
+                done.append((message_id, work(message_id, publish_at)))
+            return done
+
+        with ThreadPoolExecutor(THREADS) as pool:
+            return [each for share in pool.map(lane_work, lanes(status)) for each in share]
 
 
 def sweep(
     config: SchedulerSettings, now: float | None = None, context: Any = None
 ) -> dict[str, int]:
-    """Start the STANDBY messages due in the window that have no execution yet (their
-    execution is named by the id, so one already started is a cheap duplicate), and the
-    next attempt of an overdue one whose execution ended without claiming it; then move
-    the due RESERVED ones to STANDBY (the stream starts those)."""
+    """Move the due RESERVED messages to STANDBY (the stream starts those: nobody but the
+    sweep moves them, so first); start the STANDBY messages due in the window that have no
+    execution yet (their execution is named by the id, so one already started is a cheap
+    duplicate), and the next attempt of an overdue one whose execution ended without
+    claiming it; then restart the slots of dead claimants (`_firing`). Raises OutOfTime
+    when the invocation's time ran out first, after reporting."""
     now = time.time() if now is None else now
     horizon = now + config.window_seconds
-    standby = restarted = overdue_count = 0
-    restarts: set[int] = set()  # slots to restart (`_firing`)
-    for message_id in _due(config, Status.STANDBY, horizon):
-        standby += 1
+    client("dynamodb"), client("stepfunctions")  # built once, before any thread needs one
+    remaining = context.get_remaining_time_in_millis() / 1000 if context else None
+    run = _Pass(config, None if remaining is None else time.time() + remaining - MARGIN_SECONDS)
+
+    def move(message_id: str, publish_at: float) -> tuple[bool, bool]:
+        # (moved, overdue): a RESERVED message past its time is one the sweep fell behind on
+        moved = transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
+        return moved, publish_at < now - OVERDUE_SECONDS
+
+    reserved = run.each(Status.RESERVED, horizon, move)
+    moved_ids = {message_id for message_id, (moved, _) in reserved if moved}
+    restarts: set[int] = set()  # slots to restart (`_firing`; added to from the threads)
+
+    def start_standby(message_id: str, publish_at: float) -> tuple[bool, bool]:
+        # (started, overdue)
+        if message_id in moved_ids:
+            return False, False  # just moved: the stream starts it
+        if publish_at >= now - OVERDUE_SECONDS:
+            # Not overdue: started as the stream starts it, from the index's keys, unread
+            # (a stale entry of a message since claimed starts what a stale stream record
+            # would: a duplicate, or a slot of one whose claim finds it taken).
+            keys = {"id": {"S": message_id}, "publish_at": {"N": f"{publish_at:.3f}"}}
+            return start(config, keys, context).status == "STARTED", False
         image = read_item(config, message_id)
-        if image and image["status"]["S"] == Status.STANDBY:
-            overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
-            overdue_count += overdue
-            # STANDBY means never claimed, so never fired: a FAILED, TIMED_OUT or ABORTED
-            # execution of it is safe to follow with the next attempt.
-            policy = (
-                ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
-            )
-            outcome = start(config, image, context, policy)
-            restarted += outcome.status == "STARTED"
-            if overdue and outcome.existing_status == "SUCCEEDED":
-                # Its own execution ended without firing it (the slot had claimed it then,
-                # and gave it back unsent): a restart of its slot fires it.
-                restarts.add(slots.slot_of(float(image["publish_at"]["N"])))
-    read = moved = 0
-    for message_id in _due(config, Status.RESERVED, horizon):
-        read += 1
-        moved += transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
+        if not image or image["status"]["S"] != Status.STANDBY:
+            return False, False
+        overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
+        # STANDBY means never claimed, so never fired: a FAILED, TIMED_OUT or ABORTED
+        # execution of it is safe to follow with the next attempt.
+        policy = (
+            ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
+        )
+        outcome = start(config, image, context, policy)
+        if overdue and outcome.existing_status == "SUCCEEDED":
+            # Its own execution ended without firing it (the slot had claimed it then,
+            # and gave it back unsent): a restart of its slot fires it.
+            restarts.add(slots.slot_of(float(image["publish_at"]["N"])))
+        return outcome.status == "STARTED", overdue
+
+    standby = run.each(Status.STANDBY, horizon, start_standby)
     restarted_slots, stuck = _firing(config, now, context, restarts)
     result = {
-        "read": read,
-        "moved": moved,
-        "standby": standby,
-        "restarted": restarted + restarted_slots,
-        "overdue": overdue_count + stuck,
+        "read": len(reserved),
+        "moved": len(moved_ids),
+        "standby": sum(message_id not in moved_ids for message_id, _ in standby),
+        "restarted": sum(started for _, (started, _) in standby) + restarted_slots,
+        "overdue": sum(late for _, (_, late) in reserved + standby) + stuck,
+        "unfinished": int(run.unfinished),
     }
-    log("INFO", "sweep", window_seconds=config.window_seconds, **result)
+    log(
+        "WARNING" if run.unfinished else "INFO",
+        "sweep",
+        window_seconds=config.window_seconds,
+        **result,
+    )
     # Every sweep reports, 0 included: the Overdue alarm sees a datum each period.
     metrics.emit(PATTERN, Overdue=result["overdue"])
+    if run.unfinished:
+        raise OutOfTime(f"sweep out of time: {result}")
     return result
+
+
+def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[str]:
+    """Ids of `status` messages due by `horizon`, every lane, every page, one after another."""
+    for status_lane in lanes(status):
+        for message_id, _ in due(client("dynamodb"), config.table, status_lane, horizon):
+            yield message_id
 
 
 def _firing(

@@ -20,7 +20,7 @@ from exactly_once.components.platform import (
     SystemLogLevel,
     taggable,
 )
-from exactly_once.components.scheduler import Scheduler, SchedulerArgs
+from exactly_once.components.scheduler import SWEEP_MEMORY_MB, Scheduler, SchedulerArgs
 from exactly_once.handlers.runtime import LogLevel
 from tests.unit.pulumi_harness import (
     COMPONENTS,
@@ -213,7 +213,8 @@ def test_each_function_is_sized_by_its_name() -> None:
     mocks = run(lambda: component("scheduler", platform=platform))
     assert mocks.named("c-slots").inputs["memorySize"] == 1024
     assert mocks.named("c-sweep").inputs["timeout"] == 600
-    assert mocks.named("c-sweep").inputs["memorySize"] == 256  # the component's default kept
+    # the component's own size kept where the platform says nothing
+    assert mocks.named("c-sweep").inputs["memorySize"] == SWEEP_MEMORY_MB
 
 
 def test_an_unknown_function_name_is_refused_with_the_component_s_names() -> None:

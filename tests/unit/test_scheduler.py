@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -317,8 +319,113 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
             },
         )
     result = scheduler_sweep.sweep(config, now)
-    assert result == {"read": 1200, "moved": 1200, "standby": 0, "restarted": 0, "overdue": 0}
+    assert result == {
+        "read": 1200,
+        "moved": 1200,
+        "standby": 0,
+        "restarted": 0,
+        "overdue": 0,
+        "unfinished": 0,
+    }
     # (the stream starts the moved ones; the pad-only items here are not startable)
+
+
+def reserved(config: SchedulerSettings, message_id: str, publish_at: float) -> None:
+    runtime.client("dynamodb").put_item(
+        TableName=config.table,
+        Item={
+            "pk": {"S": f"MESSAGE#{message_id}"},
+            "id": {"S": message_id},
+            "status": {"S": "RESERVED"},
+            "lane": {"S": scheduler_index.lane("RESERVED", message_id)},
+            "publish_at": {"N": str(publish_at)},
+        },
+    )
+
+
+def sweep_context(remaining_ms: float) -> SimpleNamespace:
+    ends = time.time() * 1000 + remaining_ms
+    return SimpleNamespace(
+        aws_request_id="sweep-1",
+        get_remaining_time_in_millis=lambda: int(ends - time.time() * 1000),
+    )
+
+
+def test_a_reserved_message_past_its_time_is_overdue_and_moved(config: SchedulerSettings) -> None:
+    # GIVEN a RESERVED message past its time (a sweep fell behind) and one due in the window
+    now = time.time()
+    reserved(config, "behind", now - scheduler_sweep.OVERDUE_SECONDS - 5)
+    reserved(config, "due", now + 30)
+    # WHEN the sweep runs, THEN both are moved (the stream starts them) and one is overdue
+    result = scheduler_sweep.sweep(config, now)
+    assert (result["moved"], result["overdue"], result["standby"]) == (2, 1, 0)
+
+
+def test_a_sweep_out_of_time_says_so_and_its_retry_goes_on_from_there(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN messages to move, and an invocation with no time left beyond the margin
+    now = time.time()
+    for n in range(40):
+        reserved(config, f"m{n}", now + 30)
+    out_of_time = sweep_context(scheduler_sweep.MARGIN_SECONDS * 1000 - 1)
+    # WHEN the sweep runs, THEN it stops before taking any up and raises (Lambda retries it)
+    with pytest.raises(scheduler_sweep.OutOfTime, match="'unfinished': 1"):
+        scheduler_sweep.sweep(config, now, out_of_time)
+    # AND the retry, given its time, moves them all
+    result = scheduler_sweep.sweep(config, now, sweep_context(60_000))
+    assert (result["moved"], result["unfinished"]) == (40, 0)
+
+
+def test_the_sweep_takes_up_its_lanes_side_by_side(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN STANDBY messages in every lane, each start taking a while
+    now = time.time()
+    for _ in range(64):
+        scheduler.register(config, {"publishTime": now + 30, "channel": "demo"})
+    running, most = [0], [0]
+    lock = threading.Lock()
+    start = scheduler_sweep.start
+
+    def slow_start(*args: Any) -> Any:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return start(*args)
+
+    monkeypatch.setattr(scheduler_sweep, "start", slow_start)
+    # WHEN the sweep runs, THEN its threads start them at once, a lane each (every one
+    # already started at registration: duplicates)
+    result = scheduler_sweep.sweep(config, now)
+    assert (result["standby"], result["restarted"]) == (64, 0)
+    assert most[0] == scheduler_sweep.THREADS
+
+
+def test_the_sweep_starts_a_message_from_the_index_unread_unless_overdue(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a STANDBY message nobody started (its stream record lost) and one overdue
+    now = time.time()
+    for message_id, publish_at in (("soon", now + 30), ("overdue", now - 120)):
+        reserved(config, message_id, publish_at)
+        scheduler.transition(config, message_id, ("RESERVED",), "STANDBY")
+    reads: list[str] = []
+    read = scheduler_sweep.read_item
+
+    def counted(config: SchedulerSettings, message_id: str) -> Any:
+        reads.append(message_id)
+        return read(config, message_id)
+
+    monkeypatch.setattr(scheduler_sweep, "read_item", counted)
+    # WHEN the sweep runs, THEN both start, and only the overdue one's item is read
+    result = scheduler_sweep.sweep(config, now)
+    assert (result["restarted"], result["overdue"]) == (2, 1)
+    assert reads == ["overdue"]
+    assert executions_of(config) == ["overdue", "soon"]
 
 
 def test_an_idle_sweep_reads_each_lane_of_three_statuses_once_as_the_cost_model_counts(

@@ -927,7 +927,7 @@ def test_docs_cost_all_in_table_is_the_models() -> None:
         parts = scheduler_model.all_in(rate)
         row = (
             f"| {rate:g} | {parts['firing']:.2f} | {parts['registration']:.2f} | "
-            f"{parts['logs']:.2f} | **{parts['total']:.2f}** | "
+            f"{parts['logs']:.2f} | {parts['sweep']:.2f} | **{parts['total']:.2f}** | "
             f"{scheduler_model.all_in(rate, 4)['total']:.2f} | "
             f"{scheduler_model.all_in(rate, 1, 1.0)['total']:.2f} |"
         )
@@ -945,3 +945,8 @@ def test_docs_cost_sweep_rows_are_the_models() -> None:
     for period in scheduler_model.SWEEP_PERIODS:
         month = scheduler_model.sweep_month(period)
         assert f"| {period} | {month['runs']:,.0f} | {month['dollars']:.3f} |" in text
+    for period, window in scheduler_model.SWEEP_SETTINGS:
+        found = scheduler_model.sweep_per_message(period, window)
+        assert f"| {period} | {window} | {found:.2f} |" in text
+    moves = scheduler_model.sweep_moves_a_run()
+    assert f"about {round(moves, -5):,.0f} a run" in text
