@@ -32,6 +32,7 @@ from exactly_once.components.functions import (
     invoke_from_rule,
 )
 from exactly_once.components.monitoring import (
+    Metric,
     MonitoringOptions,
     Watch,
     metrics_environment,
@@ -296,6 +297,12 @@ class Scheduler(Component):
             "docs/runbook.md)",
             statistic="Maximum",
             level=True,
+        )
+        watch.alarm(
+            "sweep-failed",
+            Metric("AWS/Lambda", "Errors", {"FunctionName": self.sweep_function.name}),
+            "a sweep left messages (its time ran out, or calls kept failing: its log line "
+            "'sweep' says which); Lambda retries it twice, the next period's run goes on",
         )
         watch.failed_executions(
             self.state_machine.arn,

@@ -33,9 +33,10 @@ def client(service: str) -> Any:
     from botocore.config import Config
 
     # Retries are the caller's business: a throttle must surface so the event is redelivered.
+    # Pooled connections for the sweep's lanes, each on its own thread (botocore keeps 10).
     # Service names are dynamic here; boto3-stubs type clients per literal name.
-    retries = Config(retries={"max_attempts": 3, "mode": "standard"})
-    return boto3.client(service, config=retries)  # type: ignore[call-overload]
+    config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=20)
+    return boto3.client(service, config=config)  # type: ignore[call-overload]
 
 
 # Logs a Powertools for AWS Lambda user reads without learning: every line has its

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +29,7 @@ from exactly_once.handlers.scheduler import (
     start,
     transition,
 )
-from exactly_once.handlers.scheduler_index import Status, due, lanes, message_key
+from exactly_once.handlers.scheduler_index import LANES, Status, due, lanes, message_key
 
 # A STANDBY message this long past its time was never claimed: its execution failed (claims
 # that kept failing) or was stopped, so the sweep starts the next attempt (`-r1`, ...)
@@ -43,28 +44,40 @@ STUCK_FIRING_SECONDS = 20 * 60
 
 T = TypeVar("T")
 
-# Lanes read side by side: a run handles the window's messages (65 minutes of them by
-# default: 39,000 at 10 a second) in seconds, not one after another past its 300 s
-# timeout. Fewer threads than botocore's 10 pooled connections per client.
-THREADS = 8
-# Stop taking up messages this long before the invocation's end: the FIRING pass, the
-# metric and the log line still run.
+# Every lane on its own thread: a run takes up the window's messages (65 minutes of them by
+# default: 39,000 at 10 a second) side by side, earliest first in each lane, not one after
+# another past its timeout (runtime.client pools enough connections for them).
+THREADS = LANES
+# Stop taking up messages this long before the invocation's end: the metric and the log
+# line still go out.
 MARGIN_SECONDS = 30
 
 
-class OutOfTime(Exception):
-    """The sweep's time ran out with messages left: what it did stands (moved messages are
-    STANDBY, started ones started), and Lambda's retry of the invocation goes on from there."""
+class Unfinished(Exception):
+    """A run that left messages: its time ran out, or calls kept failing (a throttle past
+    the SDK's retries). What it did stands (moved messages are STANDBY, started ones
+    started); it fails so that Lambda retries it (twice, from the top) and the
+    sweep-failed alarm says so."""
+
+
+_COUNT = threading.Lock()
 
 
 @dataclasses.dataclass
 class _Pass:
     """One status's messages due by `horizon`, each lane on a thread, each message handed to
-    `work` (its id and publish time) until `stop_at`."""
+    `work` (its id and publish time) until `stop_at`; a message whose work fails is left
+    for the next run (counted, logged), never the end of the others'."""
 
     config: SchedulerSettings
     stop_at: float | None
     unfinished: bool = False
+    failed: int = 0
+
+    def out_of_time(self) -> bool:
+        if self.stop_at is not None and time.time() >= self.stop_at:
+            self.unfinished = True
+        return self.unfinished
 
     def each(
         self, status: Status, horizon: float, work: Callable[[str, float], T]
@@ -74,10 +87,14 @@ class _Pass:
             for message_id, publish_at in due(
                 client("dynamodb"), self.config.table, status_lane, horizon
             ):
-                if self.stop_at is not None and time.time() >= self.stop_at:
-                    self.unfinished = True
+                if self.out_of_time():
                     break
-                done.append((message_id, work(message_id, publish_at)))
+                try:
+                    done.append((message_id, work(message_id, publish_at)))
+                except Exception as exc:
+                    log("WARNING", "sweep: left", message_id=message_id, error=repr(exc))
+                    with _COUNT:  # (from the lanes' threads)
+                        self.failed += 1
             return done
 
         with ThreadPoolExecutor(THREADS) as pool:
@@ -91,8 +108,8 @@ def sweep(
     sweep moves them, so first); start the STANDBY messages due in the window that have no
     execution yet (their execution is named by the id, so one already started is a cheap
     duplicate), and the next attempt of an overdue one whose execution ended without
-    claiming it; then restart the slots of dead claimants (`_firing`). Raises OutOfTime
-    when the invocation's time ran out first, after reporting."""
+    claiming it; then restart the slots of dead claimants (`_firing`). Raises Unfinished
+    when it left messages (its time ran out, or calls kept failing), after reporting."""
     now = time.time() if now is None else now
     horizon = now + config.window_seconds
     client("dynamodb"), client("stepfunctions")  # built once, before any thread needs one
@@ -100,9 +117,9 @@ def sweep(
     run = _Pass(config, None if remaining is None else time.time() + remaining - MARGIN_SECONDS)
 
     def move(message_id: str, publish_at: float) -> tuple[bool, bool]:
-        # (moved, overdue): a RESERVED message past its time is one the sweep fell behind on
+        # (moved, overdue): one moved past its time is one the sweep fell behind on
         moved = transition(config, message_id, (Status.RESERVED,), Status.STANDBY)
-        return moved, publish_at < now - OVERDUE_SECONDS
+        return moved, moved and publish_at < time.time()
 
     reserved = run.each(Status.RESERVED, horizon, move)
     moved_ids = {message_id for message_id, (moved, _) in reserved if moved}
@@ -135,7 +152,7 @@ def sweep(
         return outcome.status == "STARTED", overdue
 
     standby = run.each(Status.STANDBY, horizon, start_standby)
-    restarted_slots, stuck = _firing(config, now, context, restarts)
+    restarted_slots, stuck = _firing(config, now, context, restarts, run)
     result = {
         "read": len(reserved),
         "moved": len(moved_ids),
@@ -143,17 +160,19 @@ def sweep(
         "restarted": sum(started for _, (started, _) in standby) + restarted_slots,
         "overdue": sum(late for _, (_, late) in reserved + standby) + stuck,
         "unfinished": int(run.unfinished),
+        "failed": run.failed,
     }
+    left = run.unfinished or run.failed > 0
     log(
-        "WARNING" if run.unfinished else "INFO",
+        "ERROR" if left else "INFO",
         "sweep",
         window_seconds=config.window_seconds,
         **result,
     )
     # Every sweep reports, 0 included: the Overdue alarm sees a datum each period.
     metrics.emit(PATTERN, Overdue=result["overdue"])
-    if run.unfinished:
-        raise OutOfTime(f"sweep out of time: {result}")
+    if left:
+        raise Unfinished(f"sweep left messages: {result}")
     return result
 
 
@@ -165,7 +184,7 @@ def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[
 
 
 def _firing(
-    config: SchedulerSettings, now: float, context: Any, restarts: set[int]
+    config: SchedulerSettings, now: float, context: Any, restarts: set[int], run: _Pass
 ) -> tuple[int, int]:
     """FIRING messages past their time: (slot restarts started, overdue). A slot's claim
     whose lease ended (its claimant died: Lambda stopped it at its timeout) is taken up by
@@ -180,6 +199,8 @@ def _firing(
     restarted = overdue = 0
     ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
     for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
+        if run.out_of_time():
+            break
         image = read_item(config, message_id)
         if image is None or image["status"]["S"] != Status.FIRING:
             continue

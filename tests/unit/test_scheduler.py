@@ -326,6 +326,7 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
         "restarted": 0,
         "overdue": 0,
         "unfinished": 0,
+        "failed": 0,
     }
     # (the stream starts the moved ones; the pad-only items here are not startable)
 
@@ -370,39 +371,61 @@ def test_a_sweep_out_of_time_says_so_and_its_retry_goes_on_from_there(
         reserved(config, f"m{n}", now + 30)
     out_of_time = sweep_context(scheduler_sweep.MARGIN_SECONDS * 1000 - 1)
     # WHEN the sweep runs, THEN it stops before taking any up and raises (Lambda retries it)
-    with pytest.raises(scheduler_sweep.OutOfTime, match="'unfinished': 1"):
+    with pytest.raises(scheduler_sweep.Unfinished, match="'unfinished': 1"):
         scheduler_sweep.sweep(config, now, out_of_time)
     # AND the retry, given its time, moves them all
     result = scheduler_sweep.sweep(config, now, sweep_context(60_000))
     assert (result["moved"], result["unfinished"]) == (40, 0)
 
 
+def test_a_message_the_sweep_cannot_move_is_left_for_the_next_run_not_the_others(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN messages to move, one of whose moves keeps failing (throttled past the SDK)
+    now = time.time()
+    for n in range(20):
+        reserved(config, f"m{n}", now + 30)
+    move = scheduler_sweep.transition
+
+    def throttled(config: SchedulerSettings, message_id: str, *args: Any) -> bool:
+        if message_id == "m7":
+            error = {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}
+            raise ClientError(error, "UpdateItem")
+        return move(config, message_id, *args)
+
+    monkeypatch.setattr(scheduler_sweep, "transition", throttled)
+    # WHEN the sweep runs, THEN the others move, and it fails (Lambda retries it) saying so
+    with pytest.raises(scheduler_sweep.Unfinished, match=r"'moved': 19, .*'failed': 1"):
+        scheduler_sweep.sweep(config, now)
+    assert scheduler.read_item(config, "m7")["status"]["S"] == "RESERVED"  # (the next run's)
+
+
 def test_the_sweep_takes_up_its_lanes_side_by_side(
     config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN STANDBY messages in every lane, each start taking a while
+    # GIVEN STANDBY messages in every lane (two each)
     now = time.time()
-    for _ in range(64):
-        scheduler.register(config, {"publishTime": now + 30, "channel": "demo"})
-    running, most = [0], [0]
-    lock = threading.Lock()
+    ids = [f"m{n}" for n in range(200)]
+    for lane in range(scheduler_index.LANES):
+        for message_id in [i for i in ids if scheduler_index.lane_of(i) == lane][:2]:
+            reserved(config, message_id, now + 30)
+            scheduler.transition(config, message_id, ("RESERVED",), "STANDBY")
+    # (each lane's first start waits for every lane's: only side by side do all arrive)
+    together = threading.Barrier(scheduler_index.LANES, timeout=30)
+    arrived: set[int] = set()
     start = scheduler_sweep.start
 
-    def slow_start(*args: Any) -> Any:
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.05)
-        with lock:
-            running[0] -= 1
+    def first_together(*args: Any) -> Any:
+        if threading.get_ident() not in arrived:
+            arrived.add(threading.get_ident())
+            together.wait()
         return start(*args)
 
-    monkeypatch.setattr(scheduler_sweep, "start", slow_start)
-    # WHEN the sweep runs, THEN its threads start them at once, a lane each (every one
-    # already started at registration: duplicates)
+    monkeypatch.setattr(scheduler_sweep, "start", first_together)
+    # WHEN the sweep runs, THEN every lane's thread starts its messages
     result = scheduler_sweep.sweep(config, now)
-    assert (result["standby"], result["restarted"]) == (64, 0)
-    assert most[0] == scheduler_sweep.THREADS
+    assert (result["standby"], result["restarted"], result["failed"]) == (32, 32, 0)
+    assert len(arrived) == scheduler_index.LANES
 
 
 def test_the_sweep_starts_a_message_from_the_index_unread_unless_overdue(

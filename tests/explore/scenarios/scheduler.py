@@ -29,6 +29,7 @@ from typing import Any
 from exactly_once.components.scheduler import (
     SLOT_TIMEOUT_SECONDS,
     STREAM_FILTERS,
+    SWEEP_TIMEOUT_SECONDS,
     WORKERS_TIMEOUT_SECONDS,
     slot_definition,
 )
@@ -184,7 +185,11 @@ class SchedulerScenario(Scenario):
         lambdas.register(WORKERS_FN, scheduler_slots.handler, timeout=WORKERS_TIMEOUT_SECONDS)
         api = lambdas.register(API_FN, lambda e, c: scheduler_api.serve(e, config, c))
         starter = lambdas.register(STARTER_FN, lambda e, c: scheduler.start_records(config, e, c))
-        sweeper = lambdas.register(SWEEP_FN, lambda e, c: scheduler_sweep.sweep(config, context=c))
+        sweeper = lambdas.register(
+            SWEEP_FN,
+            lambda e, c: scheduler_sweep.sweep(config, context=c),
+            timeout=SWEEP_TIMEOUT_SECONDS,
+        )
         machines = {config.state_machine_arn: self.slot}
         ran: set[str] = set()
         attempts: list[str] = []  # every invocation of a source's, for the verdict
