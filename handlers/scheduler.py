@@ -27,7 +27,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import threading
 import time
 import uuid
 from typing import Any
@@ -354,23 +353,19 @@ def start(
 # StartExecution per sandbox, not one per message (StartExecution's token bucket is shared
 # by the whole account and Region).
 _STARTED_SLOTS: dict[tuple[str, int], Outcome] = {}
-# The sweep's lanes start slots from threads: one start per slot, and one at a time (a
-# run's slot starts stay far below StartExecution's refill, shared with the API's).
-_SLOT_STARTS = threading.Lock()
 
 
 def _start_slot(machine_arn: str, slot: int, context: Any) -> Outcome:
-    with _SLOT_STARTS:
-        known = _STARTED_SLOTS.get((machine_arn, slot))
-        if known is not None:
-            return dataclasses.replace(known, status="DUPLICATE")
-        outcome = start_once(
-            machine_arn, slots.slot_name(slot), slots.slot_input(slot), request_id(context)
-        )
-        if len(_STARTED_SLOTS) > 10_000:  # a long-lived sandbox: forget the old ones
-            _STARTED_SLOTS.clear()
-        _STARTED_SLOTS[(machine_arn, slot)] = outcome
-        return outcome
+    known = _STARTED_SLOTS.get((machine_arn, slot))
+    if known is not None:
+        return dataclasses.replace(known, status="DUPLICATE")
+    outcome = start_once(
+        machine_arn, slots.slot_name(slot), slots.slot_input(slot), request_id(context)
+    )
+    if len(_STARTED_SLOTS) > 10_000:  # a long-lived sandbox: forget the old ones
+        _STARTED_SLOTS.clear()
+    _STARTED_SLOTS[(machine_arn, slot)] = outcome
+    return outcome
 
 
 def _stop_if_cancelled(config: SchedulerSettings, message_id: str, arn: str) -> None:

@@ -48,6 +48,11 @@ T = TypeVar("T")
 # default: 39,000 at 10 a second) side by side, earliest first in each lane, not one after
 # another past its timeout (runtime.client pools enough connections for them).
 THREADS = LANES
+# The sweep's starts, at most this many a second: StartExecution's bucket (300 a second
+# in the largest Regions, 150 elsewhere) is the account's, shared with the API and the
+# stream starter. A run starts each second's slot once (3,900 at most in the default
+# window: 78 s), and a message too near its second for the slot on its own.
+STARTS_PER_SECOND = 50
 # Stop taking up messages this long before the invocation's end: the metric and the log
 # line still go out.
 MARGIN_SECONDS = 30
@@ -65,14 +70,23 @@ _COUNT = threading.Lock()
 
 @dataclasses.dataclass
 class _Pass:
-    """One status's messages due by `horizon`, each lane on a thread, each message handed to
-    `work` (its id and publish time) until `stop_at`; a message whose work fails is left
-    for the next run (counted, logged), never the end of the others'."""
+    """One run's passes: each status's messages due by `horizon`, each lane on a thread,
+    each message handed to `work` (its id and publish time) until `stop_at`; a message
+    whose work fails is left for the next run (counted, logged), never the end of the
+    others'. `_COUNT` is held for no call: nothing waits on another lane's AWS call."""
 
     config: SchedulerSettings
     stop_at: float | None
     unfinished: bool = False
     failed: int = 0
+    next_start: float = 0.0
+
+    def pace(self) -> None:
+        """Wait for this run's next start (STARTS_PER_SECOND)."""
+        with _COUNT:
+            at = max(time.time(), self.next_start)
+            self.next_start = at + 1 / STARTS_PER_SECOND
+        time.sleep(max(0.0, at - time.time()))
 
     def out_of_time(self) -> bool:
         if self.stop_at is not None and time.time() >= self.stop_at:
@@ -124,6 +138,7 @@ def sweep(
     reserved = run.each(Status.RESERVED, horizon, move)
     moved_ids = {message_id for message_id, (moved, _) in reserved if moved}
     restarts: set[int] = set()  # slots to restart (`_firing`; added to from the threads)
+    joiners: dict[int, list[tuple[str, float]]] = {}  # second -> its messages that may join
 
     def start_standby(message_id: str, publish_at: float) -> tuple[bool, bool]:
         # (started, overdue)
@@ -132,9 +147,15 @@ def sweep(
         if publish_at >= now - OVERDUE_SECONDS:
             # Not overdue: started as the stream starts it, from the index's keys, unread
             # (a stale entry of a message since claimed starts what a stale stream record
-            # would: a duplicate, or a slot of one whose claim finds it taken).
-            keys = {"id": {"S": message_id}, "publish_at": {"N": f"{publish_at:.3f}"}}
-            return start(config, keys, context).status == "STARTED", False
+            # would: a duplicate, or a slot of one whose claim finds it taken). One that
+            # may join its second's slot waits for `_start_slots`: a slot started once.
+            slot = slots.slot_of(publish_at)
+            if config.join_slots and time.time() < slots.join_by(slot):
+                with _COUNT:
+                    joiners.setdefault(slot, []).append((message_id, publish_at))
+                return False, False
+            run.pace()
+            return start(config, _keys(message_id, publish_at), context).status == "STARTED", False
         image = read_item(config, message_id)
         if not image or image["status"]["S"] != Status.STANDBY:
             return False, False
@@ -144,6 +165,7 @@ def sweep(
         policy = (
             ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
         )
+        run.pace()
         outcome = start(config, image, context, policy)
         if overdue and outcome.existing_status == "SUCCEEDED":
             # Its own execution ended without firing it (the slot had claimed it then,
@@ -152,12 +174,13 @@ def sweep(
         return outcome.status == "STARTED", overdue
 
     standby = run.each(Status.STANDBY, horizon, start_standby)
+    joined = _start_slots(config, run, joiners, context)
     restarted_slots, stuck = _firing(config, now, context, restarts, run)
     result = {
         "read": len(reserved),
         "moved": len(moved_ids),
         "standby": sum(message_id not in moved_ids for message_id, _ in standby),
-        "restarted": sum(started for _, (started, _) in standby) + restarted_slots,
+        "restarted": sum(started for _, (started, _) in standby) + joined + restarted_slots,
         "overdue": sum(late for _, (_, late) in reserved + standby) + stuck,
         "unfinished": int(run.unfinished),
         "failed": run.failed,
@@ -174,6 +197,38 @@ def sweep(
     if left:
         raise Unfinished(f"sweep left messages: {result}")
     return result
+
+
+def _keys(message_id: str, publish_at: float) -> dict[str, Any]:
+    """What `start` reads of a message, from the index's keys."""
+    return {"id": {"S": message_id}, "publish_at": {"N": f"{publish_at:.3f}"}}
+
+
+def _start_slots(
+    config: SchedulerSettings,
+    run: _Pass,
+    joiners: dict[int, list[tuple[str, float]]],
+    context: Any,
+) -> int:
+    """Each second's slot started once, earliest first, through its first message's
+    `start`: should that start the message on its own instead (the slot's cutoff came,
+    or the start straddled it), each of the others is started so too. Executions started."""
+    started = 0
+    for slot in sorted(joiners):
+        for message_id, publish_at in joiners[slot]:
+            if run.out_of_time():
+                return started
+            run.pace()
+            try:
+                outcome = start(config, _keys(message_id, publish_at), context)
+            except Exception as exc:
+                log("WARNING", "sweep: left", message_id=message_id, error=repr(exc))
+                run.failed += 1
+                continue
+            started += outcome.status == "STARTED"
+            if outcome.name == slots.slot_name(slot):
+                break  # the slot, started or found started, fires the others
+    return started
 
 
 def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -426,6 +427,33 @@ def test_the_sweep_takes_up_its_lanes_side_by_side(
     result = scheduler_sweep.sweep(config, now)
     assert (result["standby"], result["restarted"], result["failed"]) == (32, 32, 0)
     assert len(arrived) == scheduler_index.LANES
+
+
+def test_the_sweep_starts_each_second_s_slot_once_for_its_messages(
+    config: SchedulerSettings,
+) -> None:
+    # GIVEN messages of two seconds ahead, STANDBY, nobody started (their stream records
+    # lost), with slots joined
+    slots_config = dataclasses.replace(config, join_slots=True)
+    second = int(time.time()) + 30
+    for n in range(8):
+        reserved(config, f"m{n}", second + (n % 2) + n / 10)
+        scheduler.transition(config, f"m{n}", ("RESERVED",), "STANDBY")
+    sfn = runtime.client("stepfunctions")
+    calls: list[str] = []
+
+    def record(model: Any, **kwargs: Any) -> None:
+        calls.append(model.name)
+
+    sfn.meta.events.register("before-call.states.StartExecution", record)
+    try:
+        # WHEN the sweep runs
+        result = scheduler_sweep.sweep(slots_config, time.time())
+    finally:
+        sfn.meta.events.unregister("before-call.states.StartExecution", record)
+    # THEN each second's slot is started once, for all its messages
+    assert executions_of(config) == [f"slot-{second}", f"slot-{second + 1}"]
+    assert (result["restarted"], len(calls)) == (2, 2)
 
 
 def test_the_sweep_starts_a_message_from_the_index_unread_unless_overdue(
