@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import threading
@@ -332,6 +333,23 @@ def test_sweep_pages_through_every_due_message_and_reads_nothing_else(
     # (the stream starts the moved ones; the pad-only items here are not startable)
 
 
+@contextlib.contextmanager
+def calls_of(service: str) -> Iterator[list[str]]:
+    """The operations the handlers' `service` client calls meanwhile."""
+    aws = runtime.client(service)
+    calls: list[str] = []
+
+    def record(model: Any, **kwargs: Any) -> None:
+        calls.append(model.name)
+
+    event = f"before-call.{aws.meta.service_model.endpoint_prefix}"
+    aws.meta.events.register(event, record)
+    try:
+        yield calls
+    finally:
+        aws.meta.events.unregister(event, record)
+
+
 def reserved(config: SchedulerSettings, message_id: str, publish_at: float) -> None:
     runtime.client("dynamodb").put_item(
         TableName=config.table,
@@ -439,21 +457,12 @@ def test_the_sweep_starts_each_second_s_slot_once_for_its_messages(
     for n in range(8):
         reserved(config, f"m{n}", second + (n % 2) + n / 10)
         scheduler.transition(config, f"m{n}", ("RESERVED",), "STANDBY")
-    sfn = runtime.client("stepfunctions")
-    calls: list[str] = []
-
-    def record(model: Any, **kwargs: Any) -> None:
-        calls.append(model.name)
-
-    sfn.meta.events.register("before-call.states.StartExecution", record)
-    try:
-        # WHEN the sweep runs
+    # WHEN the sweep runs
+    with calls_of("stepfunctions") as calls:
         result = scheduler_sweep.sweep(slots_config, time.time())
-    finally:
-        sfn.meta.events.unregister("before-call.states.StartExecution", record)
     # THEN each second's slot is started once, for all its messages
     assert executions_of(config) == [f"slot-{second}", f"slot-{second + 1}"]
-    assert (result["restarted"], len(calls)) == (2, 2)
+    assert (result["restarted"], calls) == (2, ["StartExecution"] * 2)
 
 
 def test_the_sweep_starts_a_message_from_the_index_unread_unless_overdue(
@@ -483,17 +492,8 @@ def test_an_idle_sweep_reads_each_lane_of_three_statuses_once_as_the_cost_model_
     config: SchedulerSettings,
 ) -> None:
     # GIVEN an empty table, WHEN the sweep runs
-    ddb = runtime.client("dynamodb")
-    calls: list[str] = []
-
-    def record(model: Any, **kwargs: Any) -> None:
-        calls.append(model.name)
-
-    ddb.meta.events.register("before-call.dynamodb", record)
-    try:
+    with calls_of("dynamodb") as calls:
         result = scheduler_sweep.sweep(config, time.time())
-    finally:
-        ddb.meta.events.unregister("before-call.dynamodb", record)
     # THEN it made the model's Queries (docs/cost.md's sweep row), nothing else
     assert result["read"] == result["standby"] == 0
     assert calls == ["Query"] * scheduler_model.SWEEP_QUERIES
