@@ -199,8 +199,9 @@ SWEEP_PERIODS = (1, 5, 60)
 # Each STANDBY message due in the window is found by every run while it waits, at most
 # window / period runs: started from the index's keys, unread unless overdue (a duplicate
 # once started; StartExecution is not billed, it draws on the account's bucket, and its
-# second's slot is started once per run), with a log line; ~2 ms of the function (its share
-# of an index page, a start found in the run's cache, the line).
+# second's slot is started once per run), with a log line for each (an upper bound: a
+# second's messages share their slot's start and line); ~2 ms of the function (its share
+# of an index page, its start's share, the line).
 SWEEP_SECONDS_PER_MESSAGE = 0.002
 SWEEP_LOG_BYTES_PER_MESSAGE = 400
 
