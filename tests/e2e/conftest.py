@@ -31,6 +31,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The scheduler's tests last: its stream starter goes live a while after the deploy
     # (`scheduler_live`), and the others need not wait for it.
     items.sort(key=lambda item: "scheduler" in getattr(item, "fixturenames", ()))
+    # Those that wait minutes on AWS's clocks (`waits`) first, each on a worker of its own:
+    # started at once they end with the run, not after it. scripts/test hands tests out in
+    # this order (`--dist load --maxschedchunk 1`: two to each worker, then one at a time
+    # to the next free one), so each of them comes with one other test.
+    waits = [item for item in items if item.get_closest_marker("waits")]
+    others = [item for item in items if not item.get_closest_marker("waits")]
+    paired = [test for pair in zip(waits, others, strict=False) for test in pair]
+    items[:] = paired + others[len(waits) :]
 
 
 def localstack_healthy() -> bool:
