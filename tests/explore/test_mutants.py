@@ -35,13 +35,16 @@ def share() -> int:
     return int(head[:8], 16) % SHARES if head else 0
 
 
+SHARE = share()  # this commit's, read once
+
+
 # one test a mutant, so the share's mutants are judged side by side (a late kill, one that
 # runs a scenario's every schedule before its pinned replay, no longer holds up the others)
-@pytest.mark.parametrize("mutant", CATALOGUE[share() :: SHARES], ids=lambda m: m.name)
+@pytest.mark.parametrize("mutant", CATALOGUE[SHARE::SHARES], ids=lambda m: m.name)
 def test_a_rotating_share_of_the_mutation_catalogue_is_found(mutant: Mutant) -> None:
     verdict = mutate.judge(mutant)
     print(
-        f"mutation share {share() + 1}/{SHARES}: "
+        f"mutation share {SHARE + 1}/{SHARES}: "
         f"{'killed' if verdict.killed else 'SURVIVED'} {mutant.name} ({verdict.seconds:.0f} s)"
     )
     assert verdict.killed, f"{mutant.name}: {mutant.defect}\n{verdict.detail}"
