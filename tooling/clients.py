@@ -19,7 +19,10 @@ T = TypeVar("T")
 
 
 @functools.cache
-def client(service: str) -> Any:
+def client(service: str, config: Any = None) -> Any:
+    """A client of LocalStack. `config`: botocore's Config for it, by default one that
+    times a stalled request out and retries it (LocalStack on 2 cores can stall one under
+    load): right for reads and idempotent writes, never for a synchronous Invoke (`invoke`)."""
     from botocore.config import Config
 
     # Service names are dynamic here; boto3-stubs type clients per literal name.
@@ -29,8 +32,24 @@ def client(service: str) -> Any:
         region_name="us-east-1",
         aws_access_key_id="test",
         aws_secret_access_key="test",
-        # LocalStack on 2 cores can stall a request under load: time out and retry it.
-        config=Config(read_timeout=20, retries={"max_attempts": 5, "mode": "standard"}),
+        config=config or Config(read_timeout=20, retries={"max_attempts": 5, "mode": "standard"}),
+    )
+
+
+@functools.cache
+def invoker() -> Any:
+    """The Lambda client for synchronous invokes: each sent once (a resent Invoke runs the
+    function again beside the first) and waited for longer than any test's invocation runs
+    (a slot clock invoked half a minute early is the longest, under a minute), yet not
+    Lambda's 900 s, so a stalled LocalStack fails the test in minutes. With `client`'s 20 s read
+    timeout and retries, a slot clock invoked early ran past 20 s, was invoked again beside
+    itself, and the test read the second run's answer (it found its messages claimed by
+    the first)."""
+    from botocore.config import Config
+
+    return client(
+        "lambda",
+        Config(read_timeout=300, connect_timeout=10, retries={"total_max_attempts": 1}),
     )
 
 
@@ -95,7 +114,7 @@ def execution_input(execution_arn: str) -> dict[str, Any]:
 
 def invoke(function_name: str, event: Any) -> dict[str, Any]:
     """A synchronous invoke; returns the parsed payload, raising on a function error."""
-    response = client("lambda").invoke(FunctionName=function_name, Payload=json.dumps(event))
+    response = invoker().invoke(FunctionName=function_name, Payload=json.dumps(event))
     payload = json.loads(response["Payload"].read() or b"null")
     if response.get("FunctionError"):
         raise AssertionError(f"{function_name} failed: {payload}")
@@ -200,7 +219,7 @@ def http(
 
 def invoke_raw(function_name: str, event: Any) -> tuple[bool, Any]:
     """(succeeded, parsed payload) of a synchronous invoke."""
-    response = client("lambda").invoke(FunctionName=function_name, Payload=json.dumps(event))
+    response = invoker().invoke(FunctionName=function_name, Payload=json.dumps(event))
     payload = json.loads(response["Payload"].read() or b"null")
     return not response.get("FunctionError"), payload
 
