@@ -12,6 +12,7 @@ on any denial no test declared with `iam.expect_denials` (tests/conftest.py).
 
 from __future__ import annotations
 
+import itertools
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ from tests.e2e import iam, session
 from tooling.clients import ENDPOINT
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> Iterator[None]:
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
@@ -31,6 +33,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # The scheduler's tests last: its stream starter goes live a while after the deploy
     # (`scheduler_live`), and the others need not wait for it.
     items.sort(key=lambda item: "scheduler" in getattr(item, "fixturenames", ()))
+    yield  # `-m` and `-k` deselect what does not run
+    # Then, of what runs, those that wait minutes on AWS's clocks (`waits`) first, each on a
+    # worker of its own: started at once they end with the run, not after it. scripts/test
+    # hands tests out in this order (`--dist load --maxschedchunk 1`: two to each worker,
+    # then one at a time as workers free up), so each of them comes with one other test.
+    waits = [item for item in items if item.get_closest_marker("waits")]
+    others = [item for item in items if not item.get_closest_marker("waits")]
+    items[:] = [test for pair in itertools.zip_longest(waits, others) for test in pair if test]
 
 
 def localstack_healthy() -> bool:

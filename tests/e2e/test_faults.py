@@ -94,6 +94,7 @@ def test_storm_through_the_etl(stack: dict[str, Any]) -> None:
 SDK_ATTEMPTS = 4
 
 
+@pytest.mark.waits  # Lambda's asynchronous retry delays
 def test_a_throttled_start_is_retried_by_lambda_and_starts_once(stack: dict[str, Any]) -> None:
     out = stack["nameDedup"]
     tag = new_tag()

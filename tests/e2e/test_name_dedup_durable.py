@@ -132,6 +132,7 @@ def test_a_sandbox_killed_after_a_step_is_replayed_from_its_checkpoint(
 SDK_ATTEMPTS = 4
 
 
+@pytest.mark.waits  # Lambda's asynchronous retry delays
 def test_a_throttled_start_is_retried_by_lambda_and_starts_once(durable: dict[str, Any]) -> None:
     tag = new_tag()
     # GIVEN Lambda throttles every SDK attempt of the starter's first Invoke for this key

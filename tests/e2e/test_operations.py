@@ -123,6 +123,7 @@ def test_a_dead_letter_alarms_and_one_redrive_applies_it_once(
     assert len(executions(starter["stateMachineArn"], tag)) == 2
 
 
+@pytest.mark.waits  # the sweep's schedule and three alarm periods
 def test_an_overdue_message_keeps_the_overdue_alarm_in_alarm_while_it_lasts(
     stack: dict[str, Any],
 ) -> None:

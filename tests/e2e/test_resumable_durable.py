@@ -109,6 +109,7 @@ def test_the_same_run_name_twice_is_one_execution(workflow: dict[str, Any]) -> N
     assert calls(workflow, key) == {step: 1 for step in workflow["steps"]}
 
 
+@pytest.mark.waits  # a step that outlasts the SDK's read timeout
 def test_a_step_slower_than_the_sdks_read_timeout_is_invoked_once(
     workflow: dict[str, Any],
 ) -> None:
