@@ -52,7 +52,7 @@ from exactly_once.handlers.scheduler import (
 from exactly_once.handlers.scheduler_index import LANE
 from exactly_once.handlers.scheduler_slots import SlotSettings
 from exactly_once.handlers.settings import encode
-from exactly_once.handlers.targets import kind_of
+from exactly_once.handlers.targets import TargetKind, kind_of
 
 # The slot function delivers a second's messages, each with its retries, and a Lambda
 # target may take up to 15 minutes: Lambda's longest. Its
@@ -81,7 +81,7 @@ STREAM_FILTERS = (
     {
         "dynamodb": {
             "OldImage": {"status": {"S": [Status.FIRING]}},
-            "NewImage": {"status": {"S": [Status.DONE, Status.FAILED]}},
+            "NewImage": {"status": {"S": [Status.DONE, Status.FAILED, Status.UNKNOWN]}},
         }
     },
 )
@@ -157,9 +157,13 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
     }
 
 
-def _invoker_item(channel: str, target_arn: str) -> str:
-    """The table item naming a channel's target Lambda."""
-    return json.dumps({"pk": {"S": f"INVOKER#{channel}"}, "target_arn": {"S": target_arn}})
+def _invoker_item(channel: str, redeliver: bool, target_arn: str) -> str:
+    """The table item naming a channel's target, and whether it may be sent a message again
+    after an unknown outcome (handlers/targets.py: resend_policy)."""
+    item: dict[str, Any] = {"pk": {"S": f"INVOKER#{channel}"}, "target_arn": {"S": target_arn}}
+    if redeliver:
+        item["redeliver"] = {"BOOL": True}
+    return json.dumps(item)
 
 
 @dataclasses.dataclass
@@ -169,7 +173,14 @@ class SchedulerArgs:
     channels: dict[str, pulumi.Input[str]]
     """Channel name -> the ARN of what a message of that channel is delivered to: a Lambda
     function, an SQS queue (FIFO: deduplicated by message id), an SNS topic, a Step
-    Functions state machine (the execution named by the message id) or an EventBridge bus."""
+    Functions state machine (STANDARD: the execution named by the message id; an EXPRESS one
+    is never sent to) or an EventBridge bus."""
+    redeliver: Defaulted[list[str]] = dataclasses.field(default_factory=list)
+    """Channels whose target drops a redelivery by the message id (a function wrapped in
+    `exactly_once.receiver.receiver` does), or accepts a message twice: a send whose
+    outcome is unknown (a timeout, a lost answer) is sent again, within the send budget.
+    Any other channel's Lambda target is sent a message once at most; one whose outcome is
+    unknown ends UNKNOWN (docs/scheduler.md)."""
     sweep_period_minutes: Defaulted[int] = 60
     """How often the sweep runs."""
     window_minutes: Defaulted[int] = 65
@@ -198,6 +209,9 @@ class SchedulerArgs:
         for channel, target in self.channels.items():
             if isinstance(target, str):  # an Output is checked when it resolves
                 kind_of(target, f"channel {channel!r}'s target")
+        unknown = sorted(set(self.redeliver) - set(self.channels))
+        if unknown:
+            raise ValueError(f"redeliver names channels that do not exist: {', '.join(unknown)}")
         if self.late_tolerance_seconds < 0:
             raise ValueError(
                 f"late_tolerance_seconds must be 0 or more, not {self.late_tolerance_seconds}"
@@ -290,6 +304,13 @@ class Scheduler(Component):
             "shows the error)",
         )
         watch.alarm(
+            "messages-unknown",
+            watch.own("Unknown"),
+            "messages UNKNOWN: sent, the outcome unseen (a timeout, a lost answer), and not "
+            "sent again lest it apply twice: check the target for the message id "
+            "(docs/runbook.md)",
+        )
+        watch.alarm(
             "messages-overdue",
             watch.own("Overdue"),
             "messages still RESERVED or STANDBY 60 s, or FIRING 20 min, past their publish "
@@ -343,11 +364,12 @@ class Scheduler(Component):
             channel: pulumi.Output.from_input(target) for channel, target in args.channels.items()
         }
         for channel, arn in targets.items():
+            redeliver = channel in args.redeliver
             aws.dynamodb.TableItem(
                 f"{name}-channel-{channel}",
                 table_name=self.table.name,
                 hash_key="pk",
-                item=arn.apply(functools.partial(_invoker_item, channel)),
+                item=arn.apply(functools.partial(_invoker_item, channel, redeliver)),
                 opts=pulumi.ResourceOptions(parent=self),
             )
         return targets
@@ -361,9 +383,15 @@ class Scheduler(Component):
         only invoke the slot function."""
         table = self.table
 
+        def actions(arn: str, target: str) -> list[str]:
+            kind = kind_of(arn, target)
+            # a state machine's type is read first: an EXPRESS one is never sent to
+            described = ["states:DescribeStateMachine"] if kind == TargetKind.STATES else []
+            return [ACTIONS[kind], *described]
+
         def grant(channel: str, arn: pulumi.Output[str]) -> Any:  # once the ARN is known
             target = f"channel {channel!r}'s target"
-            return arn.apply(lambda a: allow([ACTIONS[kind_of(a, target)]], [a]))
+            return arn.apply(lambda a: allow(actions(a, target), [a]))
 
         statements = [
             allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),

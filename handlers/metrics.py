@@ -45,6 +45,7 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "Late": COUNT,  # fired, but registered after its publish time
         "LatenessMs": MILLISECONDS,  # fired minus publish time
         "Failed": COUNT,  # the target refused it for good (the message is FAILED)
+        "Unknown": COUNT,  # sent, its outcome unseen, not resent (the message is UNKNOWN)
         "Overdue": COUNT,  # RESERVED or STANDBY 60 s, FIRING 20 min past publish time (each sweep)
     },
     "resumable": {

@@ -12,7 +12,8 @@ a conditional write on the expected current status:
                         (`slot-<epoch>`), or its own (`<id>`), Waits
                         (or the next sweep, should the stream never start it)
     STANDBY --the slot function's claim, LEAD_SECONDS before publishTime--> FIRING
-            --> DONE | FAILED   (handlers/scheduler_slots.py)
+            --> DONE | FAILED | UNKNOWN   (handlers/scheduler_slots.py: sent, its
+                outcome unseen, and not sent again: handlers/targets.py)
     RESERVED | STANDBY --DELETE--> CANCELLED   (its own execution, if started, is stopped)
 
 Executions are named by the second or the message id, so a redelivered stream record or
@@ -124,10 +125,12 @@ def _ddb() -> Any:
     return client("dynamodb")
 
 
-def target_of(config: SchedulerSettings, channel: str) -> str | None:
+def channel_of(config: SchedulerSettings, channel: str) -> dict[str, Any] | None:
+    """The channel's item: its target's ARN, and `redeliver` when its target drops a
+    redelivery (handlers/targets.py: resend_policy)."""
     key = {"pk": {"S": f"INVOKER#{channel}"}}
-    item = _ddb().get_item(TableName=config.table, Key=key).get("Item")
-    return item["target_arn"]["S"] if item else None
+    item: dict[str, Any] | None = _ddb().get_item(TableName=config.table, Key=key).get("Item")
+    return item
 
 
 def message_id_for(idempotency_key: str | None) -> str:
@@ -166,8 +169,8 @@ def register(
             raise
         start_soon(config, replayed, context)
         return to_message(replayed), False
-    target = target_of(config, fields["channel"])
-    if target is None:
+    found = channel_of(config, fields["channel"])
+    if found is None:
         raise BadEvent(f"unknown channel {fields['channel']!r}")
     message_id = message_id_for(idempotency_key)
     status = (
@@ -181,11 +184,13 @@ def register(
         "lane": {"S": lane(status, message_id)},
         "publish_at": {"N": f"{fields['publish_at']:.3f}"},
         "channel": {"S": fields["channel"]},
-        "target_arn": {"S": target},
+        "target_arn": found["target_arn"],
         "parameters": {"S": fields["parameters"]},
         "fingerprint": {"S": fingerprint},
         "created_at": {"N": f"{now:.3f}"},
     }
+    if found.get("redeliver", {}).get("BOOL"):  # the channel's rule, kept with the message
+        item["redeliver"] = {"BOOL": True}
     if fields["publish_at"] < received:
         item["late_on_arrival"] = {"N": f"{received - fields['publish_at']:.3f}"}
     try:
@@ -394,7 +399,7 @@ def stream_handler(event: Any, context: Any) -> dict[str, Any]:
 
 
 def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[str, Any]:
-    """Records arrive filtered to STANDBY images, and to FIRING -> DONE or FAILED ones (for
+    """Records arrive filtered to STANDBY images, and to FIRING -> DONE, FAILED or UNKNOWN (for
     the metrics: one line per message, out of the slot function's hot path). A failure
     raises, so the event source mapping retries and bisects the batch; starting again is
     harmless (same name)."""
@@ -407,7 +412,7 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
         was = (change.get("OldImage") or {}).get("status", {}).get("S")
         if status == Status.STANDBY:
             outcomes.append(start(config, image, context).status)
-        elif status in (Status.DONE, Status.FAILED) and was == Status.FIRING:
+        elif status in slots.OUTCOMES and was == Status.FIRING:
             ended.append(image)
     for image in ended:
         try:
@@ -423,6 +428,9 @@ def _ended_metrics(image: dict[str, Any]) -> None:
     message_id = image["id"]["S"]
     if image["status"]["S"] == Status.FAILED:
         metrics.emit(PATTERN, {"message_id": message_id}, Failed=1)
+        return
+    if image["status"]["S"] == Status.UNKNOWN:
+        metrics.emit(PATTERN, {"message_id": message_id}, Unknown=1)
         return
     fired = image.get("fired_at", {}).get("S")
     lateness = (

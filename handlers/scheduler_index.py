@@ -11,7 +11,7 @@ it for ten seconds, and throttle the table's own writes with them (DynamoDB deve
 guide, "GSI write throttling and back pressure"; "Using write sharding to distribute
 workloads evenly"). So each message lives in one of `LANES` lanes, chosen by its id, and
 the index is keyed by `lane` = "<status>#<lane>": a burst spreads over `LANES` partitions.
-A message leaves the index when it ends (DONE, FAILED, CANCELLED: `lane` removed), as
+A message leaves the index when it ends (DONE, FAILED, UNKNOWN, CANCELLED: `lane` removed), as
 nothing reads ended messages by status. Reading one status is one Query per lane.
 """
 
@@ -36,10 +36,13 @@ class Status(StrEnum):
     FIRING = "FIRING"
     DONE = "DONE"
     FAILED = "FAILED"
+    # sent, and its outcome unseen (a timeout, a lost answer, a claimant that died after
+    # its claim) where resending could apply it twice: never sent again (handlers/targets.py)
+    UNKNOWN = "UNKNOWN"
     CANCELLED = "CANCELLED"
 
 
-ENDED = frozenset({Status.DONE, Status.FAILED, Status.CANCELLED})
+ENDED = frozenset({Status.DONE, Status.FAILED, Status.UNKNOWN, Status.CANCELLED})
 
 
 def message_key(message_id: str) -> dict[str, Any]:

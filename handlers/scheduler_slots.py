@@ -28,6 +28,7 @@ import concurrent.futures
 import dataclasses
 import datetime as dt
 import functools
+import hashlib
 import json
 import math
 import random
@@ -40,7 +41,17 @@ from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
 from exactly_once.handlers.scheduler_index import Status, due, lane, lanes, message_key
 from exactly_once.handlers.settings import Settings
-from exactly_once.handlers.targets import FIFO, TargetKind, address, kind_of
+from exactly_once.handlers.targets import (
+    FIFO,
+    FIFO_MARGIN_SECONDS,
+    FIFO_WINDOW_SECONDS,
+    Outcome,
+    Resend,
+    TargetKind,
+    address,
+    kind_of,
+    resend_policy,
+)
 
 LEAD_SECONDS = 2  # the slot wakes this long before its second (as a message's execution)
 JOIN_MARGIN_SECONDS = 1  # the index's catch-up before the slot reads it
@@ -73,6 +84,13 @@ THROTTLE_CODES = frozenset(
     }
 )
 THROTTLED_ATTEMPTS, FAILED_ATTEMPTS = 30, 3
+# Sends of one message that may have taken effect, counted on its record before each is
+# made (`count_send`), across retries, takeovers and restarts: the first and
+# FAILED_ATTEMPTS more. A send refused unrun (a throttle, a 4xx) is not spent.
+SEND_BUDGET = 1 + FAILED_ATTEMPTS
+# No send starts with less than this left before the deadline: its answer (a Lambda
+# target's, waited for at most what is left) must come back while the claim is alive.
+MIN_SEND_SECONDS = 5
 CLAIM_ATTEMPTS = 4
 SLOT_SECONDS = 900  # a slot invocation's most (Lambda's longest timeout), when not told
 HOLD_MARGIN_SECONDS = 60  # left of an invocation's time after waiting for a lease to end
@@ -85,6 +103,7 @@ RECORD_ATTEMPTS = 8  # a delivered message's final status write (`record`)
 # invocation's end): a final write still failing then fails StatusNotRecorded, not a timeout
 RECORD_MARGIN_SECONDS = 50
 RESTART_MARK = "-swept-"  # in the name of a restart's execution (`restart_name`)
+OUTCOMES = frozenset({Status.DONE, Status.FAILED, Status.UNKNOWN})  # a claimant's final writes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,17 +231,29 @@ class Claim:
     held_until: float | None = None
 
 
+def send_token(me: str, n: int) -> str:
+    """The `n`th send of claimant `me`, as counted in the record's `sends` (a string set:
+    a count written twice, its answer lost, is one entry). Short: the item stays small."""
+    return f"{hashlib.sha256(me.encode()).hexdigest()[:10]}.{n}"
+
+
 def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
     """STANDBY -> FIRING for `me`, holding it until `lease` (the claiming invocation's end);
     or FIRING taken over from a claimant whose lease ended `LEASE_SKEW_SECONDS` ago (dead:
     Lambda stopped it at its timeout; or it released what it never sent); or `me`'s own
-    earlier claim (a claim resent after a lost answer)."""
-    expired = time.time() - LEASE_SKEW_SECONDS
+    earlier claim (a claim resent after a lost answer). The claim counts its first send
+    (`sends`, and `first_sent` if none was before): a claimant that dies after it is taken
+    to have sent."""
+    now = time.time()
+    expired = now - LEASE_SKEW_SECONDS
     try:
         answer = _client("dynamodb").update_item(
             TableName=table,
             Key=message_key(message_id),
-            UpdateExpression="SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane",
+            UpdateExpression=(
+                "SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane, "
+                "first_sent = if_not_exists(first_sent, :now) ADD sends :token"
+            ),
             ConditionExpression=(
                 "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "
                 "(lease < :expired AND attribute_not_exists(unrecorded))))"
@@ -235,6 +266,8 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
                 ":lease": {"N": f"{lease:.3f}"},
                 ":expired": {"N": f"{expired:.3f}"},
                 ":lane": {"S": lane(Status.FIRING, message_id)},
+                ":now": {"N": f"{now:.3f}"},
+                ":token": {"SS": [send_token(me, 0)]},
             },
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -275,9 +308,29 @@ def claim_once(
 
 
 class TargetFailed(Exception):
+    """The target answered an error (its function's own), or refused the send for good."""
+
+    def __init__(self, error: str, cause: str, outcome: Outcome = Outcome.FAILED) -> None:
+        super().__init__(f"{error}: {cause}")
+        self.error, self.cause, self.outcome = error, cause, outcome
+
+
+class OutcomeUnknown(Exception):
+    """Sent, and whether it took effect is not known (a timeout, a lost answer, a claimant
+    that died after its claim), where a resend could apply it twice: the message ends
+    UNKNOWN with this error, never sent again."""
+
     def __init__(self, error: str, cause: str) -> None:
         super().__init__(f"{error}: {cause}")
         self.error, self.cause = error, cause
+
+
+NOT_RESENT = "the channel's target does not drop a redelivery (SchedulerArgs: redeliver)"
+PAST_WINDOW = "past the FIFO target's 5-minute deduplication interval"
+
+
+class TakenOver(Exception):
+    """The claim is no longer this claimant's: another delivers the message."""
 
 
 def delivery_of(item: dict[str, Any]) -> dict[str, Any]:
@@ -293,20 +346,52 @@ def delivery_of(item: dict[str, Any]) -> dict[str, Any]:
     return delivery
 
 
-def send(target_arn: str, delivery: dict[str, Any]) -> None:
-    """One delivery attempt, each kind as components/targets.py's Task sends it."""
+@functools.cache
+def _target_lambda(read_timeout: int) -> Any:
+    """A client for Lambda targets that waits `read_timeout` seconds for an answer at most
+    (a sync invoke answers when the function ends): a send never outlives the claim."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        max_pool_connections=THREADS * 2,
+        read_timeout=read_timeout,
+        tcp_keepalive=True,
+        retries={"total_max_attempts": DELIVERY_SENDS, "mode": "standard"},
+    )
+    return boto3.client("lambda", config=config)
+
+
+def answer_within(seconds: float) -> int:
+    """A read timeout of at most `seconds` (30 s steps, 5 s below 30: few clients)."""
+    step = 30 if seconds >= 30 else MIN_SEND_SECONDS
+    return min(SLOT_SECONDS, int(seconds // step) * step)
+
+
+@functools.cache
+def _machine_type(arn: str) -> str:
+    return str(_client("stepfunctions").describe_state_machine(stateMachineArn=arn)["type"])
+
+
+def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
+    """One delivery attempt, each kind as components/targets.py's Task sends it; a Lambda
+    target's answer waited for `within` seconds at most."""
     kind, where, message_id = kind_of(target_arn), address(target_arn), delivery["id"]
     text = json.dumps(delivery, separators=(",", ":"))
     fifo = {"MessageGroupId": message_id, "MessageDeduplicationId": message_id}
     if kind == TargetKind.LAMBDA:
-        answer = _client("lambda").invoke(FunctionName=where, Payload=text.encode())
+        lam = _target_lambda(answer_within(within)) if within is not None else _client("lambda")
+        answer = lam.invoke(FunctionName=where, Payload=text.encode())
         if answer.get("FunctionError"):
             payload = answer["Payload"].read().decode()
             try:
                 error = str(json.loads(payload).get("errorType", "Lambda.Unknown"))
             except (ValueError, AttributeError):
                 error = "Lambda.Unknown"
-            raise TargetFailed(error, payload)
+            # Lambda ended it (its timeout, out of memory, the runtime exiting): it "might
+            # have run completely, partially, or not at all"; any other error is its own
+            ended = error.startswith(("Sandbox.", "Runtime.")) or "Task timed out" in payload
+            raise TargetFailed(error, payload, Outcome.UNKNOWN if ended else Outcome.FAILED)
     elif kind in (TargetKind.SQS, TargetKind.SQS_FIFO):
         extra = fifo if kind in FIFO else {}
         _client("sqs").send_message(QueueUrl=where, MessageBody=text, **extra)
@@ -314,6 +399,11 @@ def send(target_arn: str, delivery: dict[str, Any]) -> None:
         extra = fifo if kind in FIFO else {}
         _client("sns").publish(TopicArn=where, Message=text, **extra)
     elif kind == TargetKind.STATES:
+        # An EXPRESS machine starts a second execution of a name already started
+        # (StartExecution: "Idempotency is not automatically managed"): never sent to.
+        if _machine_type(where) != "STANDARD":
+            cause = f"{where} is an EXPRESS state machine: it does not drop a second start"
+            raise TargetFailed("Scheduler.ExpressTarget", cause, Outcome.REFUSED)
         try:
             _client("stepfunctions").start_execution(
                 stateMachineArn=where, name=message_id, input=text
@@ -340,7 +430,117 @@ def send(target_arn: str, delivery: dict[str, Any]) -> None:
             # in the EventBridge API Reference) is retried as a throttle, never FAILED
             if code in THROTTLE_CODES:
                 raise ClientError({"Error": {"Code": code, "Message": reason}}, "PutEvents")
-            raise TargetFailed(code, reason)
+            raise TargetFailed(code, reason, Outcome.REFUSED)
+
+
+def outcome_of(exc: Exception) -> Outcome:
+    """What a failed send says of its effect. A throttle or a 4xx came before anything
+    ran; so did a connection never made. A 5xx, a read timeout or a connection closed
+    while waiting may have come after it ran."""
+    if isinstance(exc, TargetFailed):
+        return exc.outcome
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
+        if aws_code(exc) in THROTTLE_CODES or int(status) < 500:
+            return Outcome.REFUSED
+        return Outcome.UNKNOWN
+    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
+        return Outcome.REFUSED
+    return Outcome.UNKNOWN
+
+
+@dataclasses.dataclass
+class Sending:
+    """One claimant's sends of one message, each counted on the record before it is made
+    (SEND_BUDGET across every claimant), and what may be resent (handlers/targets.py)."""
+
+    table: str
+    message_id: str
+    me: str
+    policy: Resend
+    first_sent: float
+    earlier: int  # sends counted by claimants before this one: their outcome is unknown
+    spent: int = 1  # counted on the record so far, this claimant's first (its claim's) too
+    mine: int = 1  # this claimant's counted sends
+    unspent: bool = True  # the last one counted was not made, or was refused unrun
+
+    @classmethod
+    def of(cls, table: str, item: dict[str, Any], me: str, policy: Resend) -> Sending:
+        """From the item the claim returned (its `sends` holding this claimant's first)."""
+        tokens = item.get("sends", {}).get("SS", [])
+        mine = send_token(me, 0).split(".")[0]
+        earlier = sum(1 for t in tokens if not t.startswith(mine + "."))
+        first = float(item.get("first_sent", {}).get("N", time.time()))
+        return cls(table, item["id"]["S"], me, policy, first, earlier, max(1, len(tokens)))
+
+    def may_resend(self, last: OutcomeUnknown | TargetFailed) -> None:
+        """Whether a send that failed (`last`) may be followed by another: returns, or
+        raises `last` (the target answered an error) or OutcomeUnknown when the channel's
+        rule (handlers/targets.py) refuses a resend."""
+        if self.policy == Resend.NEVER:
+            if isinstance(last, TargetFailed):
+                raise last
+            raise OutcomeUnknown(last.error, f"{last.cause} (not resent: {NOT_RESENT})")
+        closes = self.first_sent + FIFO_WINDOW_SECONDS - FIFO_MARGIN_SECONDS
+        if self.policy == Resend.WINDOW and time.time() >= closes:
+            raise OutcomeUnknown(last.error, f"{last.cause} (not resent: {PAST_WINDOW})")
+
+    def count(self, last: OutcomeUnknown | TargetFailed) -> None:
+        """Count the next send on the record (none if the last was not made): returns, or
+        raises `last` (the budget is spent), TakenOver or OutOfTime (the count failed)."""
+        if self.unspent:
+            return
+        token = send_token(self.me, self.mine)
+        answer = count_send(self.table, self.message_id, self.me, token)
+        if answer == "SPENT":
+            raise last
+        if answer == "TAKEN_OVER":
+            raise TakenOver(self.message_id)
+        if answer == "NOT_COUNTED":
+            raise OutOfTime(self.message_id)  # never sent uncounted: released for a retry
+        self.mine, self.spent, self.unspent = self.mine + 1, self.spent + 1, True
+
+    def token(self) -> str | None:
+        """This claimant's last count, if its send was never made (a release drops it)."""
+        return send_token(self.me, self.mine - 1) if self.unspent else None
+
+
+def count_send(table: str, message_id: str, me: str, token: str) -> str:
+    """One more send on `me`'s claim, before it is made: COUNTED (or counted before, its
+    answer lost), SPENT (SEND_BUDGET sends counted), TAKEN_OVER, or NOT_COUNTED (the
+    table kept failing)."""
+    try:
+        _client("dynamodb").update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression="ADD sends :token",
+            ConditionExpression=(
+                "#s = :firing AND claimed_by = :me AND "
+                "(contains(sends, :mine) OR size(sends) < :budget)"
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":token": {"SS": [token]},
+                ":mine": {"S": token},
+                ":firing": {"S": Status.FIRING},
+                ":me": {"S": me},
+                ":budget": {"N": str(SEND_BUDGET)},
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":
+            log("WARNING", "send not counted", message_id=message_id, error=repr(exc))
+            return "NOT_COUNTED"
+        old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+        ours = old.get("status", {}).get("S") == Status.FIRING
+        return "SPENT" if ours and old.get("claimed_by", {}).get("S") == me else "TAKEN_OVER"
+    except Exception as exc:
+        log("WARNING", "send not counted", message_id=message_id, error=repr(exc))
+        return "NOT_COUNTED"
+    return "COUNTED"
 
 
 def deliver(
@@ -348,38 +548,72 @@ def deliver(
     delivery: dict[str, Any],
     sleep: Callable[[float], None] | None = None,
     deadline: float | None = None,
+    sending: Sending | None = None,
 ) -> None:
-    """`send` with retries: a throttle up to 30 times (1 s growing
-    1.5x to at most 5 s, full jitter), or until `deadline` when later (a throttled call
-    never ran: waiting longer loses nothing, where giving up would mark the message
-    FAILED undelivered), but never past it while nothing may have run (OutOfTime: the
-    claim is released, for a retry to send); any other failure 3 times (1, 2, 4 s); then
-    TargetFailed. The target gets the message id: a retry after a lost answer is its to
-    drop (a FIFO queue or topic, a state machine and our own demo target do)."""
+    """`send` until delivered, each send counted first (`sending`: without it, as if every
+    outcome may be resent). A throttle is retried up to 30 times (1 s growing 1.5x to at
+    most 5 s, full jitter), or until `deadline` when later (a throttled call never ran:
+    waiting longer loses nothing, where giving up would mark the message FAILED
+    undelivered); a send refused for another reason 3 times (1, 2, 4 s), then TargetFailed.
+    A send that ran and failed, or may have run, is sent again only as the channel's rule
+    allows (`Sending.may_resend`), within the budget; else TargetFailed (the target said
+    so) or OutcomeUnknown. No send starts, and no pause ends, within MIN_SEND_SECONDS of
+    the deadline (OutOfTime: its claim is released, for a retry to decide)."""
     sleep = sleep or time.sleep  # read when called: a test's clock may stand in for time
-    throttled = failed = 0
+    throttled = refused = failed = 0
+    if sending is not None and sending.earlier:
+        # A claimant before this one counted a send and never recorded its outcome.
+        why = f"{sending.earlier} sends counted by claimants that never recorded an outcome"
+        sending.may_resend(OutcomeUnknown("Scheduler.EarlierSend", why))
+        if sending.spent > SEND_BUDGET:
+            raise OutcomeUnknown("Scheduler.SendBudgetSpent", why)
     while True:
+        left = None if deadline is None else deadline - time.time()
+        if left is not None and left < MIN_SEND_SECONDS:
+            raise OutOfTime(delivery["id"])
         try:
-            send(target_arn, delivery)
+            send(target_arn, delivery, left)
             return
         except Exception as exc:
-            code = aws_code(exc) if isinstance(exc, ClientError) else ""
-            in_time = deadline is None or time.time() + 5 < deadline
-            if code in THROTTLE_CODES and not in_time and not failed:
-                # every send was refused unrun: the message may go back to STANDBY
-                raise OutOfTime(delivery["id"]) from exc
-            late = deadline is not None and in_time
-            if code in THROTTLE_CODES and (throttled < THROTTLED_ATTEMPTS or late):
-                throttled += 1
-                sleep(random.uniform(0, min(5.0, 1.5**throttled)))
-                continue
-            if failed < FAILED_ATTEMPTS:
-                failed += 1
-                sleep(2.0 ** (failed - 1))
-                continue
+            outcome, code = outcome_of(exc), aws_code(exc) if isinstance(exc, ClientError) else ""
             if isinstance(exc, TargetFailed):
+                code = exc.error
+            if outcome == Outcome.REFUSED and code == "Scheduler.ExpressTarget":
                 raise
-            raise TargetFailed(code or type(exc).__name__, str(exc)) from exc
+            if outcome == Outcome.REFUSED:  # never ran: nothing spent
+                if code in THROTTLE_CODES and (throttled < THROTTLED_ATTEMPTS or deadline):
+                    throttled += 1
+                    pause = random.uniform(0, min(5.0, 1.5**throttled))
+                elif refused < FAILED_ATTEMPTS:
+                    refused += 1
+                    pause = 2.0 ** (refused - 1)
+                else:
+                    raise _failed(exc, code) from exc
+            else:  # it ran and failed, or may have run
+                last = _failed(exc, code) if outcome == Outcome.FAILED else _unknown(exc, code)
+                if sending is not None:
+                    sending.unspent = False
+                    sending.may_resend(last)
+                if failed >= FAILED_ATTEMPTS:
+                    raise last from exc
+                failed += 1
+                pause = 2.0 ** (failed - 1)
+                if sending is not None:
+                    sending.count(last)
+            if deadline is not None and time.time() + pause + MIN_SEND_SECONDS >= deadline:
+                raise OutOfTime(delivery["id"]) from exc
+            sleep(pause)
+
+
+def _failed(exc: Exception, code: str) -> TargetFailed:
+    if isinstance(exc, TargetFailed):
+        return TargetFailed(exc.error, exc.cause)
+    return TargetFailed(code or type(exc).__name__, str(exc))
+
+
+def _unknown(exc: Exception, code: str) -> OutcomeUnknown:
+    cause = exc.cause if isinstance(exc, TargetFailed) else str(exc)
+    return OutcomeUnknown(code or type(exc).__name__, cause)
 
 
 def record(
@@ -414,7 +648,7 @@ def record(
             if aws_code(exc) == "ConditionalCheckFailedException":
                 old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
                 mine = old.get("claimed_by", {}).get("S") == me
-                if mine and old.get("status", {}).get("S") in (Status.DONE, Status.FAILED):
+                if mine and old.get("status", {}).get("S") in OUTCOMES:
                     return outcome  # an earlier send of this write landed, its answer lost
                 log("WARNING", "claim taken over before its status", message_id=message_id)
                 return "TAKEN_OVER"
@@ -428,15 +662,17 @@ def record(
     return "UNRECORDED"
 
 
-def release(table: str, message_id: str, me: str) -> str:
-    """FIRING -> STANDBY, a claim of `me`'s that was never sent (out of time, or the
-    invocation failing): the slot's retry, the stream or the sweep fires it. Never undoes
+def release(table: str, message_id: str, me: str, token: str | None = None) -> str:
+    """FIRING -> STANDBY, a claim of `me`'s whose last send was never made (out of time, or
+    the invocation failing; `token`, its count, dropped): the slot's retry, the stream or
+    the sweep fires it, and finds any send this claimant did make counted. Never undoes
     another's claim; a release that fails leaves the claim to end with its lease."""
     try:
         _client("dynamodb").update_item(
             TableName=table,
             Key=message_key(message_id),
-            UpdateExpression="SET #s = :standby, lane = :lane REMOVE claimed_by, lease",
+            UpdateExpression="SET #s = :standby, lane = :lane REMOVE claimed_by, lease"
+            + (" DELETE sends :token" if token else ""),
             ConditionExpression="#s = :firing AND claimed_by = :me",
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
@@ -444,6 +680,7 @@ def release(table: str, message_id: str, me: str) -> str:
                 ":firing": {"S": Status.FIRING},
                 ":me": {"S": me},
                 ":lane": {"S": lane(Status.STANDBY, message_id)},
+                **({":token": {"SS": [token]}} if token else {}),
             },
         )
     except Exception as exc:
@@ -461,31 +698,47 @@ def fire_one(
     deadline: float | None = None,
     handled: set[str] | None = None,
 ) -> concurrent.futures.Future[str]:
-    """Sleep to the message's publish time, deliver it, and have `recorder` write DONE or
-    FAILED (with the target's error, as Step Functions words a Task's): its outcome,
-    TAKEN_OVER or UNRECORDED; RELEASED if it was never sent (past `deadline`). The write
-    does not hold up the next delivery (a burst's status writes may meet the table's
-    throughput). `handled` collects the messages it took in hand."""
+    """Sleep to the message's publish time, deliver it, and have `recorder` write DONE,
+    FAILED (with the target's error, as Step Functions words a Task's) or UNKNOWN (sent,
+    its outcome unseen, not resent): its outcome, TAKEN_OVER or UNRECORDED; RELEASED if
+    its last send was never made (past `deadline`). The write does not hold up the next
+    delivery (a burst's status writes may meet the table's throughput). `handled`
+    collects the messages it took in hand."""
     message_id = item["id"]["S"]
     stop_by = deadline + RECORD_MARGIN_SECONDS if deadline is not None else None
     while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
         time.sleep(left)  # by the wall clock, re-checked: a sleep may end early
     if handled is not None:
         handled.add(message_id)
+    target = item["target_arn"]["S"]
+    redeliver = item.get("redeliver", {}).get("BOOL", False)
+    sending = Sending.of(table, item, me, resend_policy(kind_of(target), redeliver))
     if deadline is not None and time.time() >= deadline:
-        return recorder.submit(release, table, message_id, me)
+        return recorder.submit(release, table, message_id, me, sending.token())
+    ended: TargetFailed | OutcomeUnknown
     try:
-        deliver(item["target_arn"]["S"], delivery_of(item), deadline=deadline)
+        deliver(target, delivery_of(item), deadline=deadline, sending=sending)
     except OutOfTime:
-        return recorder.submit(release, table, message_id, me)
-    except TargetFailed as exc:
-        cause = json.dumps({"Error": exc.error, "Cause": exc.cause})
-        error = {":failed": {"S": Status.FAILED}, ":error": {"S": cause}}
-        update = "SET #s = :failed, #e = :error REMOVE lane"
-        return recorder.submit(record, table, message_id, me, update, error, stop_by, Status.FAILED)
-    done = {":done": {"S": Status.DONE}, ":at": {"S": timestamps.iso_ms(time.time())}}
-    update = "SET #s = :done, fired_at = :at REMOVE lane"
-    return recorder.submit(record, table, message_id, me, update, done, stop_by, Status.DONE)
+        return recorder.submit(release, table, message_id, me, sending.token())
+    except TakenOver:
+        return _answered("TAKEN_OVER")
+    except (TargetFailed, OutcomeUnknown) as exc:
+        ended = exc
+    else:
+        done = {":done": {"S": Status.DONE}, ":at": {"S": timestamps.iso_ms(time.time())}}
+        update = "SET #s = :done, fired_at = :at REMOVE lane"
+        return recorder.submit(record, table, message_id, me, update, done, stop_by, Status.DONE)
+    status = Status.FAILED if isinstance(ended, TargetFailed) else Status.UNKNOWN
+    cause = json.dumps({"Error": ended.error, "Cause": ended.cause})
+    error = {":ended": {"S": status}, ":error": {"S": cause}}
+    update = "SET #s = :ended, #e = :error REMOVE lane"
+    return recorder.submit(record, table, message_id, me, update, error, stop_by, status)
+
+
+def _answered(outcome: str) -> concurrent.futures.Future[str]:
+    future: concurrent.futures.Future[str] = concurrent.futures.Future()
+    future.set_result(outcome)
+    return future
 
 
 # -- the slot ----------------------------------------------------------------------------
@@ -573,7 +826,7 @@ def fire(
         # An invocation failing between its claims and their sends gives back the rest
         # (after every thread has stopped: none of them is sending).
         for message_id in sorted(taken - handled):
-            release(table, message_id, me)
+            release(table, message_id, me, send_token(me, 0))
     counts["skipped"] = len(seen - taken - refused)  # cancelled, ended, or another's
     if refused - taken:
         counts["NOT_CLAIMED"] = len(refused - taken)

@@ -55,3 +55,42 @@ FIFO = frozenset({TargetKind.SQS_FIFO, TargetKind.SNS_FIFO})
 def address(arn: str) -> str:
     """What the delivering API takes: an SQS queue's URL, every other kind's ARN."""
     return queue_url(arn) if kind_of(arn) in (TargetKind.SQS, TargetKind.SQS_FIFO) else arn
+
+
+# -- the delivery contract: what the scheduler does after a send it cannot call delivered ---
+class Outcome(enum.StrEnum):
+    """What a send's answer says of its effect."""
+
+    DELIVERED = "delivered"
+    REFUSED = "refused"  # never ran: a throttle, or a 4xx before anything was done
+    FAILED = "failed"  # ran and answered an error (a Lambda function's own)
+    UNKNOWN = "unknown"  # may have taken effect: a timeout, a lost answer, a 5xx, a crash
+
+
+class Resend(enum.StrEnum):
+    """When a send whose outcome is FAILED or UNKNOWN may be sent again."""
+
+    ALWAYS = "always"  # the target drops a redelivery by its id, or at least once is its contract
+    WINDOW = "window"  # a FIFO queue or topic: within its deduplication interval only
+    NEVER = "never"  # a Lambda function that does not drop redeliveries: never a blind resend
+
+
+# SQS and SNS FIFO drop a repeated MessageDeduplicationId only within 5 minutes of the
+# first (SQS Developer Guide, "Exactly-once processing in Amazon SQS"; SNS: "Message
+# deduplication for FIFO topics"). Measured from before the first send, less the clocks'
+# skew and a send's time in flight: a resend inside it is dropped by the service.
+FIFO_WINDOW_SECONDS = 300
+FIFO_MARGIN_SECONDS = 20
+
+
+def resend_policy(kind: TargetKind, redeliver: bool = False) -> Resend:
+    """A channel's resend rule: `redeliver` says its target drops a redelivery by the
+    message id (exactly_once.receiver does) or accepts at least once."""
+    if kind == TargetKind.LAMBDA:
+        return Resend.ALWAYS if redeliver else Resend.NEVER
+    if kind in FIFO:
+        return Resend.ALWAYS if redeliver else Resend.WINDOW
+    # A STANDARD state machine's execution name is taken for 90 days (a second start
+    # returns the first or fails ExecutionAlreadyExists); a standard queue, topic or bus
+    # delivers at least once anyway, and its consumers key the effect by the id.
+    return Resend.ALWAYS

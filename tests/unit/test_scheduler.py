@@ -44,6 +44,14 @@ def config(moto: None) -> Iterator[SchedulerSettings]:
             "target_arn": {"S": "arn:aws:lambda:us-east-1:1:function:t"},
         },
     )
+    ddb.put_item(  # a channel whose target drops a redelivery (exactly_once.receiver)
+        TableName="messages",
+        Item={
+            "pk": {"S": "INVOKER#again"},
+            "target_arn": {"S": "arn:aws:lambda:us-east-1:1:function:t"},
+            "redeliver": {"BOOL": True},
+        },
+    )
     yield SchedulerSettings(
         table="messages",
         state_machine_arn=make_state_machine(WAIT_DEFINITION),
@@ -694,7 +702,7 @@ def test_the_stream_filters_pass_standby_images_and_final_images_of_fired_messag
 
     assert [f["dynamodb"]["NewImage"]["status"]["S"] for f in STREAM_FILTERS] == [
         ["STANDBY"],
-        ["DONE", "FAILED"],
+        ["DONE", "FAILED", "UNKNOWN"],
     ]
     assert STREAM_FILTERS[1]["dynamodb"]["OldImage"] == {"status": {"S": ["FIRING"]}}
 

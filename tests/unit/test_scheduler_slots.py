@@ -36,7 +36,7 @@ def sent(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, float]]]:
     calls: list[tuple[str, float]] = []
     lock = threading.Lock()
 
-    def send(target_arn: str, delivery: dict[str, Any]) -> None:
+    def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
         assert target_arn == TARGET
         with lock:
             calls.append((delivery["id"], time.time()))
@@ -51,8 +51,10 @@ def names(machine: str, prefix: str = "") -> list[str]:
     return sorted(e["name"] for e in listed["executions"] if e["name"].startswith(prefix))
 
 
-def register(config: SchedulerSettings, publish: float, key: str | None = None) -> dict[str, Any]:
-    message, _ = scheduler.register(config, {"publishTime": publish, "channel": "demo"}, key)
+def register(
+    config: SchedulerSettings, publish: float, key: str | None = None, channel: str = "demo"
+) -> dict[str, Any]:
+    message, _ = scheduler.register(config, {"publishTime": publish, "channel": channel}, key)
     return message
 
 
@@ -118,11 +120,14 @@ def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_record
     }
 
 
-def due_slot(config: SchedulerSettings, offsets: list[float]) -> tuple[int, list[str]]:
+def due_slot(
+    config: SchedulerSettings, offsets: list[float], channel: str = "demo"
+) -> tuple[int, list[str]]:
     """Messages in the next whole second (STANDBY: within the window), each started on its
-    own execution (a slot of one, as `config` starts them), which nothing runs here."""
+    own execution (a slot of one, as `config` starts them), which nothing runs here; on
+    `channel` ("again": a target that drops a redelivery)."""
     slot = math.floor(time.time()) + 1
-    return slot, [register(config, slot + offset)["id"] for offset in offsets]
+    return slot, [register(config, slot + offset, None, channel)["id"] for offset in offsets]
 
 
 def test_a_slot_fires_each_message_once_at_or_after_its_time_and_records_it(
@@ -182,7 +187,7 @@ def test_slow_targets_of_one_chunk_are_all_in_flight_at_once_none_queues_behind_
     in_flight, most = 0, 0
     everyone = threading.Condition()
 
-    def send(target_arn: str, delivery: dict[str, Any]) -> None:
+    def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
         nonlocal in_flight, most
         with everyone:
             in_flight += 1
@@ -230,8 +235,9 @@ def test_a_claim_is_held_by_its_lease_and_taken_over_by_a_retry_once_it_ended(
     config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # GIVEN a message the slot's first attempt claimed, holding it until `lease` (its
-    # invocation's end); then its Lambda died before delivering it
-    slot, [message_id] = due_slot(config, [0.0])
+    # invocation's end); then its Lambda died before delivering it. Its target drops a
+    # redelivery: a claimant that died after its claim may be sent to again
+    slot, [message_id] = due_slot(config, [0.0], "again")
     first = scheduler_slots.claimant("execution-1", 0)
     lease = time.time() + 600
     assert scheduler_slots.claim(config.table, message_id, first, lease).item is not None
@@ -263,8 +269,9 @@ def test_a_claim_is_held_by_its_lease_and_taken_over_by_a_retry_once_it_ended(
 def test_a_retry_outwaits_an_earlier_attempts_live_lease_then_takes_up_what_it_left(
     config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # GIVEN a message held by the first attempt's lease for 100 s more (it died meanwhile)
-    slot, [message_id] = due_slot(config, [0.0])
+    # GIVEN a message held by the first attempt's lease for 100 s more (it died meanwhile);
+    # its target drops a redelivery
+    slot, [message_id] = due_slot(config, [0.0], "again")
     clock = {"now": time.time()}
     monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
     monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
@@ -370,25 +377,30 @@ def test_a_target_failing_every_retry_ends_failed_with_its_error(
 ) -> None:
     attempts: list[str] = []
 
-    def send(target_arn: str, delivery: dict[str, Any]) -> None:
+    def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
         attempts.append(delivery["id"])
         raise TargetFailed("Exception", '{"errorMessage": "injected failure"}')
 
     monkeypatch.setattr(scheduler_slots, "send", send)
     monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: None)
-    slot, [message_id] = due_slot(config, [0.0])
-    assert scheduler_slots.fire(config.table, slot, "x") == {"skipped": 0, "FAILED": 1}
-    assert len(attempts) == 1 + scheduler_slots.FAILED_ATTEMPTS
-    message = scheduler.get(config, message_id)
-    assert message is not None and message["status"] == "FAILED"
-    assert json.loads(message["error"])["Error"] == "Exception"
-    assert "injected failure" in message["error"]
+    # a target that drops a redelivery is sent its budget; any other, once
+    for channel, sends in (("again", scheduler_slots.SEND_BUDGET), ("demo", 1)):
+        attempts.clear()
+        slot, [message_id] = due_slot(config, [0.0], channel)
+        assert scheduler_slots.fire(config.table, slot, "x") == {"skipped": 0, "FAILED": 1}
+        assert len(attempts) == sends
+        message = scheduler.get(config, message_id)
+        assert message is not None and message["status"] == "FAILED"
+        assert json.loads(message["error"])["Error"] == "Exception"
+        assert "injected failure" in message["error"]
+        counted = status_of(config, message_id)["sends"]["SS"]
+        assert len(counted) == sends  # each send counted on the record
 
 
 def test_a_throttled_delivery_is_retried_past_the_failure_budget() -> None:
     calls: list[int] = []
 
-    def throttled(target_arn: str, delivery: dict[str, Any]) -> None:
+    def throttled(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
         calls.append(1)
         if len(calls) <= 10:
             raise ClientError({"Error": {"Code": "TooManyRequestsException"}}, "Invoke")
@@ -404,7 +416,7 @@ def test_a_throttle_past_its_attempts_is_retried_until_the_invocations_deadline(
     calls: list[int] = []
 
     def throttled_for(times: int) -> Any:
-        def send(target_arn: str, delivery: dict[str, Any]) -> None:
+        def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
             calls.append(1)
             if len(calls) <= times:
                 raise ClientError({"Error": {"Code": "TooManyRequestsException"}}, "Invoke")
@@ -701,7 +713,7 @@ def test_a_throttled_delivery_past_the_deadline_gives_its_message_back_unsent(
     slot, ids = due_slot(config, [0.0, 0.1])
     attempts: list[str] = []
 
-    def throttled(target_arn: str, delivery: dict[str, Any]) -> None:
+    def throttled(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
         attempts.append(delivery["id"])
         raise ClientError({"Error": {"Code": "Throttled"}}, "Publish")
 

@@ -94,7 +94,8 @@ def test_each_kind_is_delivered_by_its_integration() -> None:
 
 
 def test_the_slot_function_may_deliver_to_each_channel_with_its_own_action() -> None:
-    mocks = run(lambda: Scheduler("s", SchedulerArgs({"fn": FN, "queue": QUEUE, "topic": TOPIC})))
+    channels = {"fn": FN, "queue": QUEUE, "topic": TOPIC, "machine": MACHINE}
+    mocks = run(lambda: Scheduler("s", SchedulerArgs(channels, redeliver=["fn"])))
     policy = json.loads(mocks.named("s-slots-policy").inputs["policy"])
     by_action: dict[str, list[str]] = {}
     for statement in policy["Statement"]:
@@ -102,8 +103,23 @@ def test_the_slot_function_may_deliver_to_each_channel_with_its_own_action() -> 
             by_action.setdefault(action, []).extend(statement["Resource"])
     assert by_action["sqs:SendMessage"] == [QUEUE]
     assert by_action["sns:Publish"] == [TOPIC]
+    # a state machine's type is read before it is started (an EXPRESS one never is)
+    assert by_action["states:StartExecution"] == by_action["states:DescribeStateMachine"]
+    assert by_action["states:StartExecution"] == [MACHINE]
     # the target, and the workers function it fans a large second out to
     assert sorted(by_action["lambda:InvokeFunction"]) == sorted([FN, WORKERS])
+    # AND each channel's item says whether its target may be sent a message again
+    items = {
+        channel: json.loads(mocks.named(f"s-channel-{channel}").inputs["item"])
+        for channel in channels
+    }
+    assert items["fn"]["redeliver"] == {"BOOL": True}
+    assert all("redeliver" not in item for channel, item in items.items() if channel != "fn")
+
+
+def test_redeliver_names_only_channels_that_exist() -> None:
+    with pytest.raises(ValueError, match="redeliver names channels that do not exist: mail"):
+        SchedulerArgs({"fn": FN}, redeliver=["mail"])
 
 
 def test_a_message_is_delivered_with_its_id_and_how_it_was_registered() -> None:

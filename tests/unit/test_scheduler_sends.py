@@ -1,0 +1,274 @@
+"""The scheduler against its targets (moto): every send counted on the record before it is
+made, within a budget across claimants; a send whose outcome is unknown resent only as
+its channel's rule allows (handlers/targets.py); no send outlives its invocation."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+
+from exactly_once.handlers import runtime, scheduler_slots
+from exactly_once.handlers.errors import ClientError
+from exactly_once.handlers.scheduler import SchedulerSettings
+from exactly_once.handlers.scheduler_slots import TargetFailed
+from exactly_once.handlers.targets import Outcome, Resend, TargetKind, resend_policy
+from tests.unit.conftest import WAIT_DEFINITION
+from tests.unit.test_scheduler import config as config  # the table and its two channels
+from tests.unit.test_scheduler_slots import due_slot, status_of
+
+TARGET = "arn:aws:lambda:us-east-1:1:function:t"
+
+
+def timed_out(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
+    """A Lambda target still running when its caller stopped waiting (its effect unknown)."""
+    raise ReadTimeoutError(endpoint_url="https://lambda")
+
+
+class Target:
+    """Sends, and what each answers (an exception to raise, or None: delivered)."""
+
+    def __init__(self, *answers: Exception | None) -> None:
+        self.answers = list(answers)
+        self.sent: list[tuple[str, float | None]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, target_arn: str, delivery: dict[str, Any], within: float | None = None):
+        with self.lock:
+            self.sent.append((delivery["id"], within))
+            answer = self.answers.pop(0) if self.answers else None
+        if answer is not None:
+            raise answer
+
+
+@pytest.fixture(autouse=True)
+def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: None)
+
+
+def final(config: SchedulerSettings, message_id: str) -> tuple[str, str, list[str]]:
+    item = status_of(config, message_id)
+    error = json.loads(item["error"]["S"])["Error"] if "error" in item else ""
+    return item["status"]["S"], error, item.get("sends", {}).get("SS", [])
+
+
+def test_a_target_that_may_have_run_is_never_sent_again_unless_its_channel_drops_redeliveries(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a Lambda target that times out every send (its caller stops waiting)
+    slow = Target(*[ReadTimeoutError(endpoint_url="https://lambda")] * 10)
+    monkeypatch.setattr(scheduler_slots, "send", slow)
+    # WHEN a message of a channel whose target drops no redelivery fires
+    slot, [once] = due_slot(config, [0.0])
+    assert scheduler_slots.fire(config.table, slot, "x#0#a") == {"skipped": 0, "UNKNOWN": 1}
+    # THEN it was sent once and ends UNKNOWN (never FAILED: it may have taken effect)
+    assert [i for i, _ in slow.sent] == [once]
+    assert final(config, once)[:2] == ("UNKNOWN", "ReadTimeoutError")
+    # AND a channel that drops redeliveries is sent its budget, each send counted first
+    slow.sent.clear()
+    slot, [again] = due_slot(config, [0.0], "again")
+    assert scheduler_slots.fire(config.table, slot, "x#0#b") == {"skipped": 0, "UNKNOWN": 1}
+    assert len(slow.sent) == scheduler_slots.SEND_BUDGET
+    status, error, sends = final(config, again)
+    assert (status, error, len(sends)) == ("UNKNOWN", "ReadTimeoutError", len(slow.sent))
+
+
+def test_the_budget_holds_across_claimants_and_a_takeover_without_redelivery_sends_nothing(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = Target(
+        *[
+            ClientError(
+                {
+                    "Error": {"Code": "ServiceException"},
+                    "ResponseMetadata": {"HTTPStatusCode": 500},
+                },
+                "Invoke",
+            )
+        ]
+        * 10
+    )
+    monkeypatch.setattr(scheduler_slots, "send", target)
+    real = time.time
+    for channel in ("demo", "again"):
+        target.sent.clear()
+        monkeypatch.setattr(scheduler_slots.time, "time", real)
+        slot, [message_id] = due_slot(config, [0.0], channel)
+        # GIVEN a claimant that counted two sends and died (its lease ended long ago)
+        dead = "execution-1#0#dead"
+        assert scheduler_slots.claim(config.table, message_id, dead, real() + 60).item
+        assert (
+            scheduler_slots.count_send(
+                config.table, message_id, dead, scheduler_slots.send_token(dead, 1)
+            )
+            == "COUNTED"
+        )
+        monkeypatch.setattr(scheduler_slots.time, "time", lambda: real() + 120)
+        # WHEN the Fire's retry takes it over
+        counts = scheduler_slots.fire(config.table, slot, "execution-1#1#r", retried=True)
+        status, error, sends = final(config, message_id)
+        if channel == "demo":
+            # THEN without redelivery it sends nothing: UNKNOWN, the earlier sends named
+            assert counts["UNKNOWN"] == 1 and target.sent == []
+            assert (status, error) == ("UNKNOWN", "Scheduler.EarlierSend")
+        else:
+            # THEN with it, it sends what is left of the budget (2 earlier, then 2 of its own)
+            assert counts["UNKNOWN"] == 1 and len(target.sent) == 2
+            assert (status, error) == ("UNKNOWN", "ServiceException")
+            assert len(sends) == scheduler_slots.SEND_BUDGET
+
+
+def test_a_fifo_target_is_resent_within_its_deduplication_interval_only(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = "arn:aws:sqs:us-east-1:1:q.fifo"
+    ddb = runtime.client("dynamodb")
+    ddb.put_item(
+        TableName=config.table,
+        Item={"pk": {"S": "INVOKER#fifo"}, "target_arn": {"S": fifo}},
+    )
+    lost = ClientError(
+        {"Error": {"Code": "InternalError"}, "ResponseMetadata": {"HTTPStatusCode": 500}},
+        "SendMessage",
+    )
+    real = time.time
+    for after, resent in ((60, True), (scheduler_slots.FIFO_WINDOW_SECONDS, False)):
+        target = Target(lost)
+        monkeypatch.setattr(scheduler_slots, "send", target)
+        monkeypatch.setattr(scheduler_slots.time, "time", real)
+        slot, [message_id] = due_slot(config, [0.0], "fifo")
+        # GIVEN a claimant that claimed (its first send counted) and died
+        assert scheduler_slots.claim(config.table, message_id, "dead", real() + 1).item
+        # WHEN its claim is taken over `after` seconds later, and the first resend is lost
+        monkeypatch.setattr(scheduler_slots.time, "time", lambda a=after: real() + a)
+        scheduler_slots.fire(config.table, slot, "execution-1#1#r", retried=True)
+        status, error, _ = final(config, message_id)
+        if resent:  # THEN inside the interval SQS drops a repeat: sent until delivered
+            assert len(target.sent) == 2 and status == "DONE"
+        else:  # past it, a resend would be delivered: never sent, UNKNOWN
+            assert target.sent == [] and (status, error) == ("UNKNOWN", "Scheduler.EarlierSend")
+
+
+def test_a_target_that_answered_an_error_ends_failed_and_one_lambda_stopped_ends_unknown(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    timedout = TargetFailed(
+        "Sandbox.Timedout",
+        '{"errorMessage": "Task timed out after 3.00 seconds"}',
+        Outcome.UNKNOWN,
+    )
+    for answer, ending in (
+        (TargetFailed("ValueError", "{}"), ("FAILED", "ValueError")),
+        (timedout, ("UNKNOWN", "Sandbox.Timedout")),
+    ):
+        target = Target(answer)
+        monkeypatch.setattr(scheduler_slots, "send", target)
+        slot, [message_id] = due_slot(config, [0.0])
+        scheduler_slots.fire(config.table, slot, "x#0#" + ending[0])
+        assert final(config, message_id)[:2] == ending and len(target.sent) == 1
+
+
+def test_no_send_outlives_its_invocation_and_one_out_of_time_keeps_its_counted_sends(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = {"now": time.time()}
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
+
+    def slow(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
+        sent.append(within)
+        assert within is not None
+        clock["now"] += within  # the target ran as long as it was waited for
+        raise ReadTimeoutError(endpoint_url="https://lambda")
+
+    sent: list[float | None] = []
+    monkeypatch.setattr(scheduler_slots, "send", slow)
+    slot, [message_id] = due_slot(config, [0.0], "again")
+    deadline = slot + 100
+    me = "execution-1#0#r"
+    counts = scheduler_slots.fire(config.table, slot, me, deadline=deadline, lease=deadline + 60)
+    # THEN its one send was waited for until the deadline at most; no resend could start
+    # (less than MIN_SEND_SECONDS left): released, its spent send still counted
+    assert counts == {"skipped": 0, "RELEASED": 1}
+    assert len(sent) == 1 and sent[0] is not None and clock["now"] <= deadline
+    status, _, sends = final(config, message_id)
+    assert status == "STANDBY" and sends == [scheduler_slots.send_token(me, 0)]
+    # AND a read timeout is what is left, in steps (a few clients, never more time)
+    assert scheduler_slots.answer_within(838.2) == 810
+    assert scheduler_slots.answer_within(12.0) == 10
+    assert scheduler_slots.answer_within(5000) == scheduler_slots.SLOT_SECONDS
+
+
+def test_an_express_state_machine_is_never_sent_to(config: SchedulerSettings) -> None:
+    # (Express: "Idempotency is not automatically managed": a name starts twice)
+    sfn = runtime.client("stepfunctions")
+    role = sfn.describe_state_machine(stateMachineArn=config.state_machine_arn)["roleArn"]
+    express = sfn.create_state_machine(
+        name="express", definition=json.dumps(WAIT_DEFINITION), roleArn=role, type="EXPRESS"
+    )["stateMachineArn"]
+    scheduler_slots._client.cache_clear()
+    scheduler_slots._machine_type.cache_clear()
+    with pytest.raises(TargetFailed, match="EXPRESS") as refused:
+        scheduler_slots.deliver(express, {"id": "m"})
+    assert refused.value.error == "Scheduler.ExpressTarget"
+    assert sfn.list_executions(stateMachineArn=express)["executions"] == []
+    # AND a STANDARD one is started, by the message id
+    scheduler_slots.deliver(config.state_machine_arn, {"id": "m"})
+    listed = sfn.list_executions(stateMachineArn=config.state_machine_arn)["executions"]
+    assert [e["name"] for e in listed] == ["m"]
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        (
+            ClientError(
+                {
+                    "Error": {"Code": "TooManyRequestsException"},
+                    "ResponseMetadata": {"HTTPStatusCode": 429},
+                },
+                "Invoke",
+            ),
+            Outcome.REFUSED,
+        ),
+        (
+            ClientError(
+                {
+                    "Error": {"Code": "ResourceNotFoundException"},
+                    "ResponseMetadata": {"HTTPStatusCode": 404},
+                },
+                "Invoke",
+            ),
+            Outcome.REFUSED,
+        ),
+        (
+            ClientError(
+                {
+                    "Error": {"Code": "ServiceException"},
+                    "ResponseMetadata": {"HTTPStatusCode": 500},
+                },
+                "Invoke",
+            ),
+            Outcome.UNKNOWN,
+        ),
+        (EndpointConnectionError(endpoint_url="https://lambda"), Outcome.REFUSED),
+        (ConnectTimeoutError(endpoint_url="https://lambda"), Outcome.REFUSED),
+        (ReadTimeoutError(endpoint_url="https://lambda"), Outcome.UNKNOWN),
+        (ConnectionResetError(), Outcome.UNKNOWN),
+        (TargetFailed("ValueError", "{}"), Outcome.FAILED),
+    ],
+)
+def test_what_a_failed_send_says_of_its_effect(error: Exception, outcome: Outcome) -> None:
+    assert scheduler_slots.outcome_of(error) == outcome
+
+
+def test_each_kind_of_target_has_its_resend_rule() -> None:
+    assert resend_policy(TargetKind.LAMBDA) == Resend.NEVER
+    assert resend_policy(TargetKind.LAMBDA, redeliver=True) == Resend.ALWAYS
+    assert resend_policy(TargetKind.SQS_FIFO) == resend_policy(TargetKind.SNS_FIFO) == Resend.WINDOW
+    for kind in (TargetKind.SQS, TargetKind.SNS, TargetKind.STATES, TargetKind.EVENTS):
+        assert resend_policy(kind) == Resend.ALWAYS
