@@ -262,6 +262,32 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
+        "slot-resends-blind",
+        "a send whose outcome was lost is sent again to a Lambda target that drops no "
+        "redelivery (it may have run: applied twice)",
+        "handlers/scheduler_slots.py",
+        "        if self.policy == Resend.NEVER:",
+        "        if False:",
+        "slot",
+    ),
+    Mutant(
+        "slot-claim-counts-no-send",
+        "the claim counts no send: a claimant that died after sending is taken over as if "
+        "nothing was sent, and the message is sent again",
+        "handlers/scheduler_slots.py",
+        '"first_sent = if_not_exists(first_sent, :now) ADD sends :token"',
+        '"first_sent = if_not_exists(first_sent, :now)"',
+        "slot",
+    ),
+    Mutant(
+        "slot-budget-unbounded",
+        "a send is counted whatever was spent: the budget never stops the resends",
+        "handlers/scheduler_slots.py",
+        '"(contains(sends, :mine) OR size(sends) < :budget)"',
+        '"(contains(sends, :mine) OR size(sends) < :budget OR #s = :firing)"',
+        "slot",
+    ),
+    Mutant(
         "sweep-leaves-dead-claims",
         "the sweep never restarts a slot whose claimant died: its messages stay FIRING",
         "handlers/scheduler_sweep.py",
