@@ -41,8 +41,9 @@ from exactly_once.components.platform import PlatformOptions
 from exactly_once.components.rest_api import api_key, fingerprint, stage_name
 from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import executions_of, state_machine
-from exactly_once.components.tables import index
+from exactly_once.components.tables import index, key_table
 from exactly_once.components.targets import ACTIONS
+from exactly_once.handlers.receiver import TTL_ATTRIBUTE as RECEIVER_TTL
 from exactly_once.handlers.scheduler import (
     PATTERN,
     STATUS_INDEX,
@@ -181,6 +182,9 @@ class SchedulerArgs:
     outcome is unknown (a timeout, a lost answer) is sent again, within the send budget.
     Any other channel's Lambda target is sent a message once at most; one whose outcome is
     unknown ends UNKNOWN (docs/scheduler.md)."""
+    receiver_table: Defaulted[bool] = False
+    """Create a table for `exactly_once.handlers.receiver` (the `receiverTable` output): your
+    target function's record of the messages it applied."""
     sweep_period_minutes: Defaulted[int] = 60
     """How often the sweep runs."""
     window_minutes: Defaulted[int] = 65
@@ -244,6 +248,10 @@ class Scheduler(Component):
     state_machine: aws.sfn.StateMachine
     """The slot clock: one execution per second of publish times, or per message that came
     too late for its second's."""
+    receiver_table: aws.dynamodb.Table | None
+    """With `receiver_table`: the table your target's receiver records messages in (string
+    key `pk`, TTL on `expires_at`); grant its role dynamodb:PutItem, UpdateItem
+    and DeleteItem on it and set RECEIVER_TABLE to its name."""
     url: pulumi.Output[str]
     """The API: POST /messages, GET and DELETE /messages/{id}."""
     api_key: pulumi.Output[str]
@@ -263,6 +271,11 @@ class Scheduler(Component):
         args = as_args(SchedulerArgs, args)  # a dict from the package host
         super().__init__(name, args.roles, args.platform, opts)
         self.table = self._table(name)
+        self.receiver_table = (
+            key_table(f"{name}-received", self, ttl_attribute=RECEIVER_TTL)
+            if args.receiver_table
+            else None
+        )
         targets = self._channels(name, args)
         self.slot_function, self.state_machine = self._slots(name, args, targets)
         environment = SchedulerSettings.environment(
@@ -291,6 +304,7 @@ class Scheduler(Component):
                 "sweepFunction": self.sweep_function.name,
                 "starterFunction": self.starter_function.name,
                 "slotFunction": self.slot_function.name,
+                "receiverTable": self.receiver_table.name if self.receiver_table else None,
             },
         )
 

@@ -28,7 +28,17 @@ class DemoTarget(pulumi.ComponentResource):
             name,
             handler="demo_target.handler",
             sources=(str(Path(__file__).parent / "functions"),),
-            statements=[allow(["dynamodb:UpdateItem"], [self.fires_table.arn])],
+            # its effect (UpdateItem) and its receiver's records (demo/functions/demo_target.py)
+            statements=[
+                allow(
+                    [
+                        "dynamodb:UpdateItem",
+                        "dynamodb:PutItem",
+                        "dynamodb:DeleteItem",
+                    ],
+                    [self.fires_table.arn],
+                )
+            ],
             environment=TargetSettings.environment(fires_table=self.fires_table.name),
             timeout=10,
             reserved_concurrency=concurrency,

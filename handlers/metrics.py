@@ -48,6 +48,9 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "Unknown": COUNT,  # sent, its outcome unseen, not resent (the message is UNKNOWN)
         "Overdue": COUNT,  # RESERVED or STANDBY 60 s, FIRING 20 min past publish time (each sweep)
     },
+    "receiver": {
+        "DuplicateDropped": COUNT,  # a message sent again after it was applied: not run
+    },
     "resumable": {
         "RunsStarted": COUNT,  # a run that took the key's lease
         "RunsSucceeded": COUNT,

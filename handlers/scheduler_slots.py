@@ -45,6 +45,7 @@ from exactly_once.handlers.targets import (
     FIFO,
     FIFO_MARGIN_SECONDS,
     FIFO_WINDOW_SECONDS,
+    IN_PROGRESS_ERROR,
     Outcome,
     Resend,
     TargetKind,
@@ -391,6 +392,7 @@ def send(target_arn: str, delivery: dict[str, Any], within: float | None = None)
             # Lambda ended it (its timeout, out of memory, the runtime exiting): it "might
             # have run completely, partially, or not at all"; any other error is its own
             ended = error.startswith(("Sandbox.", "Runtime.")) or "Task timed out" in payload
+            ended = ended or error == IN_PROGRESS_ERROR  # a receiver's other run goes on
             raise TargetFailed(error, payload, Outcome.UNKNOWN if ended else Outcome.FAILED)
     elif kind in (TargetKind.SQS, TargetKind.SQS_FIFO):
         extra = fifo if kind in FIFO else {}

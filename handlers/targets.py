@@ -80,6 +80,9 @@ class Resend(enum.StrEnum):
 # deduplication for FIFO topics"). Measured from before the first send, less the clocks'
 # skew and a send's time in flight: a resend inside it is dropped by the service.
 FIFO_WINDOW_SECONDS = 300
+# The error a receiver (handlers/receiver.py) answers while another run of the same message
+# is still applying it: the outcome is not known yet, as for a timeout.
+IN_PROGRESS_ERROR = "MessageInProgress"
 FIFO_MARGIN_SECONDS = 20
 
 

@@ -1,6 +1,9 @@
 """A demo channel target for the scheduler: records its one effect per message id (time)
-in its fires table, and counts repeat invokes (`repeats`) it suppressed;
-`parameters.failTimes: N` fails the first N attempts."""
+in its fires table, and counts repeat invokes (`repeats`) that reached it;
+`parameters.failTimes: N` fails the first N attempts. Wrapped in the receiver
+(exactly_once.handlers.receiver, its records in the same table): a message the scheduler
+sends again after it was applied is answered the first result and never reaches `fire`,
+so `repeats` stays 0 (the stacks list its channel in `redeliver`)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import dataclasses
 import time
 from typing import Any
 
+from exactly_once.handlers.receiver import receive
 from exactly_once.handlers.runtime import client, log
 from exactly_once.handlers.settings import Settings
 
@@ -18,7 +22,11 @@ class TargetSettings(Settings):
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    return fire(TargetSettings.current(), event)
+    config = TargetSettings.current()
+    result: dict[str, Any] = receive(
+        config.fires_table, event["id"], lambda: fire(config, event), context
+    )
+    return result
 
 
 def fire(config: TargetSettings, event: dict[str, Any]) -> dict[str, Any]:

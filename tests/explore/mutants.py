@@ -271,12 +271,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
-        "slot-claim-counts-no-send",
-        "the claim counts no send: a claimant that died after sending is taken over as if "
-        "nothing was sent, and the message is sent again",
+        "slot-takeover-ignores-earlier-sends",
+        "a claim taken over ignores the sends its earlier claimant counted: one that died "
+        "after sending is sent again, to a target that drops no redelivery",
         "handlers/scheduler_slots.py",
-        '"first_sent = if_not_exists(first_sent, :now) ADD sends :token"',
-        '"first_sent = if_not_exists(first_sent, :now)"',
+        '        earlier = sum(1 for t in tokens if not t.startswith(mine + "."))',
+        "        earlier = 0",
         "slot",
     ),
     Mutant(

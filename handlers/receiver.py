@@ -1,0 +1,200 @@
+"""The receiving end of the scheduler (or of any caller that sends an `id` and may send it
+again): a decorator for your Lambda function that applies each message once.
+
+    from exactly_once.handlers.receiver import receiver
+
+    @receiver(table="reminders-received")  # or RECEIVER_TABLE in the environment
+    def handler(message, context):
+        send_email(message["parameters"])
+        return {"sent": True}
+
+Before your function runs, the message id is recorded with a conditional write (IN_PROGRESS,
+held until this invocation's end); when it returns, COMPLETE with its result. A message
+sent again after that (the scheduler resends one whose answer it lost, when its channel is
+in `SchedulerArgs.redeliver`) gets the first run's result, without running your function,
+and a `DuplicateDropped` metric. One that arrives while the first still runs waits for it,
+for as long as its own invocation may; past that it fails `MessageInProgress`, which the
+scheduler takes for an outcome it has not seen (handlers/targets.py) and sends again later
+within its budget. A run that raises leaves no record: the next delivery runs your function
+again. The record lives `ttl_days` (the table's TTL attribute `expires_at`).
+
+The table: a string partition key `pk` (its items `RECEIVED#<id>`) and TTL on `expires_at`;
+your function's role needs dynamodb:PutItem, UpdateItem and DeleteItem on it
+(`SchedulerArgs.receiver_table` creates one; docs/scheduler.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from exactly_once.handlers import metrics
+from exactly_once.handlers.errors import ClientError, aws_code
+from exactly_once.handlers.runtime import client, log
+
+TABLE_ENV = "RECEIVER_TABLE"
+TTL_ATTRIBUTE = "expires_at"
+PATTERN = "receiver"
+IN_PROGRESS, COMPLETE = "IN_PROGRESS", "COMPLETE"
+# A result larger than this is not kept (DynamoDB's item limit is 400 KB): a redelivery
+# then answers {"duplicate": true} instead of the first run's result.
+MAX_RESULT_BYTES = 300 * 1024
+WAIT_MARGIN_SECONDS = 1.0  # left of this invocation when it stops waiting for another's
+
+Handler = TypeVar("Handler", bound=Callable[[Any, Any], Any])
+
+
+class MessageInProgress(Exception):
+    """Another invocation is applying this message now and did not finish while this one
+    could wait (the scheduler sends it again later: handlers/targets.py)."""
+
+
+def receiver(
+    table: str | None = None,
+    *,
+    id_of: Callable[[Any], str] = lambda event: str(event["id"]),
+    ttl_days: int = 30,
+) -> Callable[[Handler], Handler]:
+    """Wrap a Lambda handler so each message (by `id_of(event)`: the scheduler's delivery
+    id) is applied once; `table` (or RECEIVER_TABLE) keeps the ids for `ttl_days`."""
+
+    def wrap(function: Handler) -> Handler:
+        @functools.wraps(function)
+        def handler(event: Any, context: Any) -> Any:
+            name = table or os.environ.get(TABLE_ENV)
+            if not name:
+                raise ValueError(f"receiver: no table (pass table=... or set {TABLE_ENV})")
+            return receive(name, id_of(event), lambda: function(event, context), context, ttl_days)
+
+        return handler  # type: ignore[return-value]
+
+    return wrap
+
+
+def receive(
+    table: str, message_id: str, run: Callable[[], Any], context: Any = None, ttl_days: int = 30
+) -> Any:
+    """`run()` once for `message_id`: its result, or the first run's."""
+    mine = str(getattr(context, "aws_request_id", "") or f"local-{random.getrandbits(64):x}")
+    ends = time.time() + _remaining(context)
+    while True:
+        held = _take(table, message_id, mine, ends, ttl_days)
+        if held is None:
+            break  # ours: run it
+        if held.get("status", {}).get("S") == COMPLETE:
+            return _duplicate(message_id, held)
+        if held.get("runner", {}).get("S") == mine:
+            break  # our own write, sent again by the SDK after a lost answer
+        # another invocation is running it: wait for its end (its result, or its failure
+        # deleting the record), within this invocation's time
+        lease = float(held.get("lease_until", {}).get("N", "0"))
+        if time.time() + 1 >= ends - WAIT_MARGIN_SECONDS:
+            raise MessageInProgress(f"message {message_id} is being applied by another run")
+        time.sleep(
+            max(0.1, min(1.0, lease - time.time(), ends - WAIT_MARGIN_SECONDS - time.time()))
+        )
+    try:
+        result = run()
+    except BaseException:
+        _forget(table, message_id, mine)
+        raise
+    _complete(table, message_id, mine, result)
+    return result
+
+
+def _remaining(context: Any) -> float:
+    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+        return 900.0
+    return float(context.get_remaining_time_in_millis()) / 1000
+
+
+def _key(message_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"RECEIVED#{message_id}"}}
+
+
+def _take(
+    table: str, message_id: str, mine: str, ends: float, ttl_days: int
+) -> dict[str, Any] | None:
+    """None: the message is ours to run (new, or its last runner's invocation has ended);
+    else the record that holds it."""
+    now = time.time()
+    try:
+        client("dynamodb").put_item(
+            TableName=table,
+            Item={
+                **_key(message_id),
+                "status": {"S": IN_PROGRESS},
+                "runner": {"S": mine},
+                "lease_until": {"N": f"{ends:.3f}"},
+                TTL_ATTRIBUTE: {"N": str(int(now + ttl_days * 86400))},
+            },
+            ConditionExpression=(
+                "attribute_not_exists(pk) OR (#s = :running AND lease_until < :now)"
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={":running": {"S": IN_PROGRESS}, ":now": {"N": f"{now:.3f}"}},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except ClientError as exc:
+        if aws_code(exc) != "ConditionalCheckFailedException":
+            raise
+        held: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+        return held or {"status": {"S": IN_PROGRESS}}
+    return None
+
+
+def _duplicate(message_id: str, held: dict[str, Any]) -> Any:
+    metrics.emit(PATTERN, {"message_id": message_id}, DuplicateDropped=1)
+    log("INFO", "duplicate dropped", message_id=message_id)
+    if "result" in held:
+        return json.loads(held["result"]["S"])
+    return {"id": message_id, "duplicate": True}
+
+
+def _complete(table: str, message_id: str, mine: str, result: Any) -> None:
+    """COMPLETE with the result. Should the write fail after the SDK's retries, the result
+    is still returned (the effect happened): the record stays IN_PROGRESS until this
+    invocation's end, and only a delivery after that would run the function again."""
+    values: dict[str, Any] = {":done": {"S": COMPLETE}, ":me": {"S": mine}}
+    update = "SET #s = :done REMOVE lease_until"
+    encoded = json.dumps(result, separators=(",", ":"), default=str)
+    if len(encoded.encode()) <= MAX_RESULT_BYTES:
+        update = "SET #s = :done, #r = :result REMOVE lease_until"
+        values[":result"] = {"S": encoded}
+    try:
+        client("dynamodb").update_item(
+            TableName=table,
+            Key=_key(message_id),
+            UpdateExpression=update,
+            ConditionExpression="runner = :me",
+            ExpressionAttributeNames={
+                "#s": "status",
+                **({"#r": "result"} if ":result" in values else {}),
+            },
+            ExpressionAttributeValues=values,
+        )
+    except Exception as exc:
+        log(
+            "ERROR",
+            "message applied, not recorded COMPLETE",
+            message_id=message_id,
+            error=repr(exc),
+        )
+
+
+def _forget(table: str, message_id: str, mine: str) -> None:
+    """The run failed: no record, so the next delivery runs it again."""
+    try:
+        client("dynamodb").delete_item(
+            TableName=table,
+            Key=_key(message_id),
+            ConditionExpression="runner = :me",
+            ExpressionAttributeValues={":me": {"S": mine}},
+        )
+    except Exception as exc:  # the record ends with its lease instead
+        log("WARNING", "failed run's record not deleted", message_id=message_id, error=repr(exc))
