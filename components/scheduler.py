@@ -347,7 +347,7 @@ class Scheduler(Component):
             what="slot-executions",
         )
         watch.counts("Messages", ["Registered", "DuplicateSuppressed", "Rejected", "Cancelled"])
-        watch.counts("Fired", ["Fired", "Late", "Failed", "Overdue"])
+        watch.counts("Fired", ["Fired", "Late", "Failed", "Unknown", "Overdue"])
         lateness = watch.own("LatenessMs")
         watch.graph("Lateness (ms)", [(lateness, "p50"), (lateness, "p99"), (lateness, "Maximum")])
         return watch

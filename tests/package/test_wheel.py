@@ -377,3 +377,62 @@ def test_the_testing_guide_passes_under_pytest_from_the_wheel(
     )
     expected = example.count("\ndef test_")
     assert done.returncode == 0 and f"{expected} passed" in done.stdout, done.stdout[-3000:]
+
+
+USERS_RECEIVER_TEST = """
+import os
+
+import boto3
+from moto import mock_aws
+
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "test")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "test")
+
+
+def test_a_message_sent_twice_is_applied_once():
+    with mock_aws():
+        import reminder
+
+        boto3.client("dynamodb").create_table(
+            TableName="reminders-received",
+            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        message = {"id": "m-1", "channel": "email", "parameters": {"to": "ann"}}
+        first, again = (reminder.handler(message, None) for _ in "ab")
+        assert first == again == {"sent": True} and reminder.SENT == ["ann"]
+"""
+
+
+def test_the_receiver_sample_applies_a_message_once_under_pytest_from_the_wheel(
+    at_minimums: str, tmp_path: Path
+) -> None:
+    """docs/scheduler.md's receiver, saved as a user's function module and tested as a user
+    would (pytest, moto) in the fresh venv with the wheel, boto3 at its floor."""
+    guide = (ROOT / "docs" / "scheduler.md").read_text()
+    [sample] = [
+        block
+        for block in re.findall(r"```python\n(.*?)```", guide, re.DOTALL)
+        if "@receiver(" in block
+    ]
+    (tmp_path / "reminder.py").write_text(sample)
+    (tmp_path / "test_reminder.py").write_text(USERS_RECEIVER_TEST)
+    installed = subprocess.run(
+        [at_minimums, "-m", "pip", "freeze"], capture_output=True, text=True, check=True
+    ).stdout
+    kept = tmp_path / "kept.txt"  # moto must not lift boto3 off its floor
+    kept.write_text("\n".join(line for line in installed.split("\n") if "boto" in line))
+    pip = [at_minimums, "-m", "pip", "--disable-pip-version-check", "--quiet", "install"]
+    subprocess.run([*pip, "-c", str(kept), "pytest>=8", "moto[dynamodb]>=5"], check=True)
+    away = ("PYTHONPATH", "PYTEST_ADDOPTS", "AWS_ENDPOINT_URL")  # (moto answers, not LocalStack)
+    env = {k: v for k, v in os.environ.items() if k not in away}
+    done = subprocess.run(
+        [at_minimums, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_reminder.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:]

@@ -53,6 +53,9 @@ def test_lambda_side_sample_works(code: str) -> None:
             s3.create_bucket(Bucket=bucket)
         namespace: dict[str, Any] = {"__name__": "__docs__"}
         exec(compile(code, "<docs>", "exec"), namespace)
+        if "@receiver(" in code:  # a scheduler target: one message sent twice, applied once
+            assert_receives_once(code, namespace)
+            return
         transforms = [
             fn
             for fn in namespace.values()
@@ -68,6 +71,20 @@ def test_lambda_side_sample_works(code: str) -> None:
             assert statuses == ["WRITTEN", "DUPLICATE"]
         assert transforms or "handler" in namespace, "the sample defines nothing to run"
     runtime.client.cache_clear()
+
+
+def assert_receives_once(code: str, namespace: dict[str, Any]) -> None:
+    table = re.search(r'@receiver\(table="([^"]+)"\)', code)
+    assert table is not None, "the receiver sample names its table"
+    runtime.client("dynamodb").create_table(
+        TableName=table.group(1),
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    message = {"id": "m-1", "channel": "email", "parameters": {"to": "ann"}, "publishTime": 0}
+    answers = [namespace["handler"](message, None) for _ in "ab"]
+    assert answers[0] == answers[1] and namespace["SENT"] == ["ann"]
 
 
 def test_every_sample_and_the_python_example_type_check(tmp_path: Any) -> None:

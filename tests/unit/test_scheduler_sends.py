@@ -272,3 +272,40 @@ def test_each_kind_of_target_has_its_resend_rule() -> None:
     assert resend_policy(TargetKind.SQS_FIFO) == resend_policy(TargetKind.SNS_FIFO) == Resend.WINDOW
     for kind in (TargetKind.SQS, TargetKind.SNS, TargetKind.STATES, TargetKind.EVENTS):
         assert resend_policy(kind) == Resend.ALWAYS
+
+
+def test_docs_delivery_table_is_each_kinds_resend_rule() -> None:
+    # docs/scheduler.md, "Sends": one row per kind (or kinds), its last column the rule
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "docs" / "scheduler.md").read_text()
+    section = text.split("## Sends: counted, bounded, never resent blind", 1)[1]
+    rows = [line for line in section.split("\n") if line.startswith("| ")][2:]
+    names = {
+        "Lambda function": [TargetKind.LAMBDA],
+        "SQS FIFO queue, SNS FIFO topic": [TargetKind.SQS_FIFO, TargetKind.SNS_FIFO],
+        "Step Functions state machine (STANDARD)": [TargetKind.STATES],
+        "SQS standard queue, SNS standard topic, EventBridge bus": [
+            TargetKind.SQS,
+            TargetKind.SNS,
+            TargetKind.EVENTS,
+        ],
+    }
+    said: dict[TargetKind, Resend] = {}
+    for row in rows:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        if cells[0] not in names:
+            break
+        unseen = cells[-1]
+        rule = (
+            Resend.NEVER
+            if unseen.startswith("UNKNOWN, not resent")
+            else Resend.WINDOW
+            if "within 5 minutes" in unseen
+            else Resend.ALWAYS
+        )
+        said |= {kind: rule for kind in names[cells[0]]}
+    assert said == {kind: resend_policy(kind) for kind in TargetKind}
+    # and a redelivering Lambda channel is resent, as the row says
+    assert "`redeliver`: resent within the budget" in rows[0]
+    assert resend_policy(TargetKind.LAMBDA, redeliver=True) == Resend.ALWAYS
