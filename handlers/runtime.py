@@ -32,8 +32,10 @@ def client(service: str) -> Any:
     import boto3
     from botocore.config import Config
 
-    # Retries are the caller's business: a throttle must surface so the event is redelivered.
-    # Pooled connections for the sweep's lanes, each on its own thread (botocore keeps 10).
+    # Three retries (four sends: botocore's max_attempts counts retries): every call made
+    # through these clients is safe to send again (conditional writes, named starts, reads);
+    # a throttle past them surfaces, so the event is redelivered. Pooled connections for the
+    # sweep's lanes, each on its own thread (botocore keeps 10).
     # Service names are dynamic here; boto3-stubs type clients per literal name.
     config = Config(retries={"max_attempts": 3, "mode": "standard"}, max_pool_connections=20)
     return boto3.client(service, config=config)  # type: ignore[call-overload]

@@ -182,7 +182,7 @@ def register(
         "id": {"S": message_id},
         "status": {"S": status},
         "lane": {"S": lane(status, message_id)},
-        "publish_at": {"N": f"{fields['publish_at']:.3f}"},
+        "publish_at": {"N": ms_up(fields["publish_at"])},
         "channel": {"S": fields["channel"]},
         "target_arn": found["target_arn"],
         "parameters": {"S": fields["parameters"]},
@@ -205,9 +205,16 @@ def register(
             raise Conflict("this Idempotency-Key was used for a different message") from None
         # A replay may follow a registration whose start never happened (a crash, a throttle).
         start_soon(config, stored, context)
-        return to_message(stored), False
+        # this very put, resent by the SDK after its answer was lost, is still a creation
+        return to_message(stored), stored.get("created_at") == item["created_at"]
     start_soon(config, item, context)
     return to_message(item), True
+
+
+def ms_up(seconds: float) -> str:
+    """Epoch seconds to the millisecond, rounded up: a stored time is never before the one
+    asked for (fired at it, never early)."""
+    return f"{math.ceil(round(seconds * 1000, 6)) / 1000:.3f}"
 
 
 def _fingerprint(fields: dict[str, Any]) -> str:

@@ -53,6 +53,9 @@ INVOKE = Config(
 )
 
 
+EMPTY_PAGES = 10  # empty GetRecords pages in a row taken for the shard's tip
+
+
 @dataclasses.dataclass
 class Letter:
     """One dead-lettered message: what to send, and why it was parked."""
@@ -160,14 +163,19 @@ class DeadLetters:
         ).get("ShardIterator")
         last = int(info["endSequenceNumber"])
         records: list[dict[str, Any]] = []
-        while iterator:
+        empty = 0
+        # An empty page is not the end: "it might take multiple calls to get to a portion of
+        # the shard that contains records" (DynamoDB Streams API, GetRecords). Read on to the
+        # batch's last record; at an open shard's tip every page is empty: stop after a few.
+        while iterator and empty < EMPTY_PAGES:
             page = streams.get_records(ShardIterator=iterator, Limit=100)
             for record in page.get("Records", []):
                 if int(record["dynamodb"]["SequenceNumber"]) > last:
                     return records
                 records.append(_as_delivered(record, info["streamArn"]))
-            if not page.get("Records"):
-                return records
+                if int(record["dynamodb"]["SequenceNumber"]) == last:
+                    return records
+            empty = 0 if page.get("Records") else empty + 1
             iterator = page.get("NextShardIterator")
         return records
 

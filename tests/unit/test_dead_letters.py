@@ -189,8 +189,24 @@ def test_a_stream_batch_is_read_back_from_the_stream_and_sent_as_the_batch_it_wa
     )
     function = Function(lambda event: {"outcomes": ["STARTED"] * len(event["Records"])})
 
+    class Paged:
+        """The stream as GetRecords may answer it: empty pages before the records ("it
+        might take multiple calls to get to a portion of the shard that contains records")."""
+
+        def __init__(self, empty: int) -> None:
+            self.empty = empty
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(streams, name)
+
+        def get_records(self, ShardIterator: str, **kwargs: Any) -> dict[str, Any]:
+            if self.empty:
+                self.empty -= 1
+                return {"Records": [], "NextShardIterator": ShardIterator}
+            return dict(streams.get_records(ShardIterator=ShardIterator, **kwargs))
+
     def clients(service: str, config: Any = None) -> Any:
-        return {"sqs": sqs, "lambda": function, "dynamodbstreams": streams}[service]
+        return {"sqs": sqs, "lambda": function, "dynamodbstreams": Paged(2)}[service]
 
     report = DeadLetters(url, "scheduler-starter", clients).redrive()
     # THEN the starter got exactly those two records, in the form a mapping delivers them

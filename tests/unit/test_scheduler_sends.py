@@ -280,7 +280,7 @@ def test_docs_delivery_table_is_each_kinds_resend_rule() -> None:
 
     text = (Path(__file__).parents[2] / "docs" / "scheduler.md").read_text()
     section = text.split("## Sends: counted, bounded, never resent blind", 1)[1]
-    rows = [line for line in section.split("\n") if line.startswith("| ")][2:]
+    rows = [line for line in section.split("\n") if line.startswith("| ")][1:]  # (no header)
     names = {
         "Lambda function": [TargetKind.LAMBDA],
         "SQS FIFO queue, SNS FIFO topic": [TargetKind.SQS_FIFO, TargetKind.SNS_FIFO],
@@ -309,3 +309,32 @@ def test_docs_delivery_table_is_each_kinds_resend_rule() -> None:
     # and a redelivering Lambda channel is resent, as the row says
     assert "`redeliver`: resent within the budget" in rows[0]
     assert resend_policy(TargetKind.LAMBDA, redeliver=True) == Resend.ALWAYS
+
+
+def test_a_publish_time_is_stored_to_the_millisecond_never_before_the_one_asked_for() -> None:
+    from exactly_once.handlers.scheduler import ms_up
+
+    assert ms_up(100.0004) == "100.001"  # %.3f said 100.000: fired 0.4 ms early
+    assert ms_up(100.001) == "100.001" and ms_up(100.0) == "100.000"
+    assert float(ms_up(1_796_575_409.1230001)) >= 1_796_575_409.1230001
+
+
+def test_a_registration_put_resent_after_its_answer_was_lost_is_still_a_creation(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from exactly_once.handlers import scheduler
+
+    ddb = scheduler._ddb()
+    real = ddb.put_item
+
+    def resent(**kwargs: Any) -> Any:  # the first send lands, its answer is lost, the SDK resends
+        real(**kwargs)
+        return real(**kwargs)
+
+    monkeypatch.setattr(ddb, "put_item", resent)
+    body = {"publishTime": time.time() + 30, "channel": "demo"}
+    message, created = scheduler.register(config, body, "key-1")
+    assert created and message["status"] == "STANDBY"
+    monkeypatch.setattr(ddb, "put_item", real)
+    again, created = scheduler.register(config, body, "key-1")  # a client's retry: a replay
+    assert not created and again["id"] == message["id"]
