@@ -253,41 +253,69 @@ def _firing(
     `restarts`: slots to restart besides."""
     restarted = overdue = 0
     ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
-    for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
-        if run.out_of_time():
-            break
+
+    def consider(message_id: str) -> int:
+        """1 if the message is overdue; its slot added to `restarts` if it is to restart."""
         image = read_item(config, message_id)
         if image is None or image["status"]["S"] != Status.FIRING:
-            continue
+            return 0
         publish_at = float(image["publish_at"]["N"])
-        if "lease" in image:
-            if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:
-                continue  # its claimant may still be delivering it
-            overdue += 1
-            claimed_by = image.get("claimed_by", {}).get("S", "")
-            execution = slots.execution_of(claimed_by)
-            if execution not in ends:
-                ends[execution] = _end_of(execution)
-            status, cause = ends[execution]
-            if status == "RUNNING":
-                continue  # its Fire's retry takes it up, or the next sweep decides
-            if "unrecorded" in image:
-                continue  # delivered, its status not written: Overdue, never restarted
-            if claimed_by and claimed_by in cause.split():
-                _mark_unrecorded(config, message_id, claimed_by)
-                continue
-            restarts.add(slots.slot_of(publish_at))
-        elif publish_at < now - STUCK_FIRING_SECONDS:
-            overdue += 1
+        stuck = int(publish_at < now - STUCK_FIRING_SECONDS)
+        if "lease" not in image:
+            return stuck
+        if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:
+            # its claimant may still be delivering it; one that holds it this long past its
+            # time (a claim stranded under a long lease) is overdue all the same
+            return stuck
+        claimed_by = image.get("claimed_by", {}).get("S", "")
+        execution = slots.execution_of(claimed_by)
+        if execution not in ends:
+            ends[execution] = _end_of(execution)
+        status, cause = ends[execution]
+        if status == "RUNNING":
+            return 1  # its Fire's retry takes it up, or the next sweep decides
+        if "unrecorded" in image:
+            return 1  # delivered, its status not written: Overdue, never restarted
+        if claimed_by and claimed_by in cause.split():
+            _mark_unrecorded(config, message_id, claimed_by)
+            return 1
+        restarts.add(slots.slot_of(publish_at))
+        return 1
+
+    finished = True
+    try:
+        for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
+            if run.out_of_time():
+                finished = False
+                break
+            try:  # one message's failing call leaves it to the next run, never the others
+                overdue += consider(message_id)
+            except Exception as exc:
+                log("WARNING", "sweep: left", message_id=message_id, error=repr(exc))
+                run.failed += 1
+                finished = False
+    except Exception as exc:  # an index read failed: what it held waits for the next run
+        log("WARNING", "sweep: FIRING lanes left", error=repr(exc))
+        run.failed += 1
+        finished = False
+    if not finished:
+        # A message not looked at may be one delivered and not yet marked `unrecorded`: a
+        # restart of its slot would take it over. The next run restarts them.
+        return restarted, overdue
     # Restarts start after every delivered-unrecorded message is marked: a restart never
     # takes one of those over (`scheduler_slots.claim`).
     for slot in sorted(restarts):
-        outcome = start_once(
-            config.state_machine_arn,
-            slots.restart_name(slot, now),
-            slots.slot_input(slot),
-            request_id(context),
-        )
+        try:
+            outcome = start_once(
+                config.state_machine_arn,
+                slots.restart_name(slot, now),
+                slots.slot_input(slot),
+                request_id(context),
+            )
+        except Exception as exc:
+            log("WARNING", "sweep: restart left", slot=slot, error=repr(exc))
+            run.failed += 1
+            continue
         restarted += outcome.status == "STARTED"
     return restarted, overdue
 

@@ -291,9 +291,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "sweep-leaves-dead-claims",
         "the sweep never restarts a slot whose claimant died: its messages stay FIRING",
         "handlers/scheduler_sweep.py",
-        '            if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:\n'
-        "                continue",
-        "            if True:\n                continue",
+        '        if float(image["lease"]["N"]) >= now - slots.LEASE_SKEW_SECONDS:',
+        "        if True:",
         "slot",
     ),
     Mutant(
@@ -301,8 +300,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "the sweep restarts a slot whose claimant delivered a message and could not write "
         "so (StatusNotRecorded): the restart delivers it again",
         "handlers/scheduler_sweep.py",
-        "            if claimed_by and claimed_by in cause.split():",
-        "            if False:",
+        "        if claimed_by and claimed_by in cause.split():",
+        "        if False:",
         "slot",
     ),
     # -- pattern 4: the resumable workflow ------------------------------------------------------

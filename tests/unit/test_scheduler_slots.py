@@ -962,3 +962,38 @@ def test_docs_cost_sweep_rows_are_the_models() -> None:
         assert f"| {period} | {window} | {found:.2f} |" in text
     moves = scheduler_model.sweep_moves_a_run()
     assert f"about {round(moves, -5):,.0f} a run" in text
+
+
+def test_the_sweeps_firing_pass_counts_a_stranded_claim_and_one_failing_read_stops_no_other(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN two claimed messages: one held by a lease an hour long (its claimant died early:
+    # nothing takes it over while the lease holds), one whose claimant's lease has ended
+    slots = dataclasses.replace(config, join_slots=True)
+    slot, [held, dead] = due_slot(slots, [0.0, 0.1])
+    now = time.time()
+    assert scheduler_slots.claim(slots.table, held, "slot-a#0", now + 3600).item
+    assert scheduler_slots.claim(slots.table, dead, "slot-b#0", now + 1).item
+    swept = now + scheduler_sweep.STUCK_FIRING_SECONDS + 5
+    # WHEN a sweep's read of the first fails (throttled past the SDK's retries)
+    real = scheduler_sweep.read_item
+
+    def throttled(config: SchedulerSettings, message_id: str) -> Any:
+        if message_id == held:
+            raise ClientError({"Error": {"Code": "ThrottlingException"}}, "GetItem")
+        return real(config, message_id)
+
+    monkeypatch.setattr(scheduler_sweep, "read_item", throttled)
+    capsys.readouterr()
+    with pytest.raises(scheduler_sweep.Unfinished):
+        scheduler_sweep.sweep(slots, now=swept)
+    # THEN the other is still counted (the Overdue datum is written) and nothing restarts
+    # while a message is unread (it may be one delivered and not yet marked)
+    assert '"Overdue":1' in capsys.readouterr().out
+    assert names(slots.state_machine_arn, scheduler_slots.SLOT_PREFIX) == []
+    # AND the next run counts both overdue (the live lease too: 20 minutes past its time)
+    # and restarts the dead claim's slot
+    monkeypatch.setattr(scheduler_sweep, "read_item", real)
+    result = scheduler_sweep.sweep(slots, now=swept)
+    assert (result["overdue"], result["restarted"]) == (2, 1)
+    assert slot == scheduler_slots.slot_of(float(status_of(slots, dead)["publish_at"]["N"]))
