@@ -53,7 +53,7 @@ from exactly_once.handlers.scheduler import (
 from exactly_once.handlers.scheduler_index import LANE
 from exactly_once.handlers.scheduler_slots import SlotSettings
 from exactly_once.handlers.settings import encode
-from exactly_once.handlers.targets import TargetKind, kind_of
+from exactly_once.handlers.targets import TargetKind, kind_of, machine_of
 
 # The slot function delivers a second's messages, each with its retries, and a Lambda
 # target may take up to 15 minutes: Lambda's longest. Its
@@ -397,15 +397,18 @@ class Scheduler(Component):
         only invoke the slot function."""
         table = self.table
 
-        def actions(arn: str, target: str) -> list[str]:
+        def statement(arn: str, target: str) -> Any:
             kind = kind_of(arn, target)
-            # a state machine's type is read first: an EXPRESS one is never sent to
-            described = ["states:DescribeStateMachine"] if kind == TargetKind.STATES else []
-            return [ACTIONS[kind], *described]
+            if kind != TargetKind.STATES:
+                return allow([ACTIONS[kind]], [arn])
+            # a state machine's type is read first (an EXPRESS one is never sent to): of the
+            # machine itself, for a version's or an alias's ARN
+            actions = [ACTIONS[kind], "states:DescribeStateMachine"]
+            return allow(actions, sorted({arn, machine_of(arn)}))
 
         def grant(channel: str, arn: pulumi.Output[str]) -> Any:  # once the ARN is known
             target = f"channel {channel!r}'s target"
-            return arn.apply(lambda a: allow(actions(a, target), [a]))
+            return arn.apply(lambda a: statement(a, target))
 
         statements = [
             allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),

@@ -13,10 +13,15 @@ held until this invocation's end); when it returns, COMPLETE with its result. A 
 sent again after that (the scheduler resends one whose answer it lost, when its channel is
 in `SchedulerArgs.redeliver`) gets the first run's result, without running your function,
 and a `DuplicateDropped` metric. One that arrives while the first still runs waits for it,
-for as long as its own invocation may; past that it fails `MessageInProgress`, which the
-scheduler takes for an outcome it has not seen (handlers/targets.py) and sends again later
-within its budget. A run that raises leaves no record: the next delivery runs your function
-again. The record lives `ttl_days` (the table's TTL attribute `expires_at`).
+for as long as its own invocation may; past that it fails `MessageInProgress`. A run that
+ended without a word (Lambda stopped it at its timeout, it ran out of memory: it "might have
+run completely, partially, or not at all") is never run again: a later delivery fails
+`MessageOutcomeUnknown`. The scheduler takes either for an outcome it has not seen
+(handlers/targets.py): it sends again later within its budget, then ends the message UNKNOWN
+for you to look at. So your function runs at most once per message, and exactly once when
+it returns. A run that raises leaves no record and the next delivery runs your function
+again: raise only when its effect did not happen (or is safe to redo). The record lives
+`ttl_days` (the table's TTL attribute `expires_at`).
 
 The table: a string partition key `pk` (its items `RECEIVED#<id>`) and TTL on `expires_at`;
 your function's role needs dynamodb:PutItem, UpdateItem and DeleteItem on it
@@ -28,8 +33,8 @@ from __future__ import annotations
 import functools
 import json
 import os
-import random
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -45,6 +50,7 @@ IN_PROGRESS, COMPLETE = "IN_PROGRESS", "COMPLETE"
 # then answers {"duplicate": true} instead of the first run's result.
 MAX_RESULT_BYTES = 300 * 1024
 WAIT_MARGIN_SECONDS = 1.0  # left of this invocation when it stops waiting for another's
+LEASE_SKEW_SECONDS = 5  # a run's lease is taken for ended this long after it (two hosts' clocks)
 
 Handler = TypeVar("Handler", bound=Callable[[Any, Any], Any])
 
@@ -52,6 +58,11 @@ Handler = TypeVar("Handler", bound=Callable[[Any, Any], Any])
 class MessageInProgress(Exception):
     """Another invocation is applying this message now and did not finish while this one
     could wait (the scheduler sends it again later: handlers/targets.py)."""
+
+
+class MessageOutcomeUnknown(Exception):
+    """A run of this message ended without recording whether it applied it (its invocation
+    timed out or died): never run again (the scheduler ends the message UNKNOWN)."""
 
 
 def receiver(
@@ -79,25 +90,29 @@ def receiver(
 def receive(
     table: str, message_id: str, run: Callable[[], Any], context: Any = None, ttl_days: int = 30
 ) -> Any:
-    """`run()` once for `message_id`: its result, or the first run's."""
-    mine = str(getattr(context, "aws_request_id", "") or f"local-{random.getrandbits(64):x}")
+    """`run()` at most once for `message_id`: its result, or the first run's."""
+    # This run's own mark (not the request id: a duplicate delivery may share that); a
+    # write resent by the SDK after a lost answer carries it too.
+    mine = uuid.uuid4().hex
     ends = time.time() + _remaining(context)
     while True:
         held = _take(table, message_id, mine, ends, ttl_days)
-        if held is None:
-            break  # ours: run it
+        if held is None or held.get("runner", {}).get("S") == mine:
+            break  # ours to run (our own write, resent after a lost answer, included)
         if held.get("status", {}).get("S") == COMPLETE:
             return _duplicate(message_id, held)
-        if held.get("runner", {}).get("S") == mine:
-            break  # our own write, sent again by the SDK after a lost answer
+        lease = float(held.get("lease_until", {}).get("N", "0"))
+        if lease + LEASE_SKEW_SECONDS < time.time():
+            raise MessageOutcomeUnknown(
+                f"message {message_id}: an earlier run ended without saying whether it "
+                "applied it (its invocation timed out or died); not run again"
+            )
         # another invocation is running it: wait for its end (its result, or its failure
         # deleting the record), within this invocation's time
-        lease = float(held.get("lease_until", {}).get("N", "0"))
         if time.time() + 1 >= ends - WAIT_MARGIN_SECONDS:
             raise MessageInProgress(f"message {message_id} is being applied by another run")
-        time.sleep(
-            max(0.1, min(1.0, lease - time.time(), ends - WAIT_MARGIN_SECONDS - time.time()))
-        )
+        now = time.time()
+        time.sleep(max(0.1, min(1.0, lease + LEASE_SKEW_SECONDS - now, ends - now - 1)))
     try:
         result = run()
     except BaseException:
@@ -120,8 +135,8 @@ def _key(message_id: str) -> dict[str, Any]:
 def _take(
     table: str, message_id: str, mine: str, ends: float, ttl_days: int
 ) -> dict[str, Any] | None:
-    """None: the message is ours to run (new, or its last runner's invocation has ended);
-    else the record that holds it."""
+    """None: the message is ours to run (never seen, or its last run failed); else the
+    record that holds it."""
     now = time.time()
     try:
         client("dynamodb").put_item(
@@ -133,11 +148,7 @@ def _take(
                 "lease_until": {"N": f"{ends:.3f}"},
                 TTL_ATTRIBUTE: {"N": str(int(now + ttl_days * 86400))},
             },
-            ConditionExpression=(
-                "attribute_not_exists(pk) OR (#s = :running AND lease_until < :now)"
-            ),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={":running": {"S": IN_PROGRESS}, ":now": {"N": f"{now:.3f}"}},
+            ConditionExpression="attribute_not_exists(pk)",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )
     except ClientError as exc:

@@ -282,10 +282,15 @@ def get(config: SchedulerSettings, message_id: str) -> dict[str, Any] | None:
 
 
 def transition(
-    config: SchedulerSettings, message_id: str, expected: tuple[Status, ...], new: Status
+    config: SchedulerSettings,
+    message_id: str,
+    expected: tuple[Status, ...],
+    new: Status,
+    unsent: bool = False,
 ) -> bool:
-    """Set status `new` if the status is one of `expected`; False otherwise. The message's
-    lane follows its status (an ended message leaves the index)."""
+    """Set status `new` if the status is one of `expected` (and, `unsent`, no send of it
+    was counted: one may have reached its target); False otherwise. The message's lane
+    follows its status (an ended message leaves the index)."""
     expecting = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
     values: dict[str, Any] = {**expecting, ":new": {"S": new}}
     if new in ENDED:
@@ -298,7 +303,8 @@ def transition(
             TableName=config.table,
             Key=message_key(message_id),
             UpdateExpression=update,
-            ConditionExpression=f"#s IN ({', '.join(expecting)})",
+            ConditionExpression=f"#s IN ({', '.join(expecting)})"
+            + (" AND attribute_not_exists(sends)" if unsent else ""),
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
         )
@@ -311,19 +317,24 @@ def transition(
 
 def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:
     """Cancel a RESERVED or STANDBY message; its Wait, if started, is stopped too."""
-    if not transition(config, message_id, (Status.RESERVED, Status.STANDBY), Status.CANCELLED):
-        message = get(config, message_id)
-        if message is None:
+    cancelled = (Status.RESERVED, Status.STANDBY), Status.CANCELLED
+    if not transition(config, message_id, *cancelled, unsent=True):
+        item = read_item(config, message_id)
+        if item is None:
             raise NotFound(f"no message {message_id}")
+        message = to_message(item)
         if message["status"] == Status.CANCELLED:
             return message
+        if "sends" in item and message["status"] == Status.STANDBY:
+            # given back by a claimant out of time after a send whose outcome it never saw
+            raise Conflict("message may have been delivered (a send's outcome is unknown)")
         raise Conflict(f"message is {message['status']}; only RESERVED or STANDBY can be cancelled")
     # Its claim would find it CANCELLED anyway; stopping its own Wait just ends it early
     # (a slot's execution is its second's other messages' too: it runs on).
     _stop(execution_arn(config.state_machine_arn, execution_name(message_id)))
-    message = get(config, message_id)
-    assert message is not None
-    return message
+    ended = get(config, message_id)
+    assert ended is not None
+    return ended
 
 
 # -- the stream starter: each STANDBY message's slot (or its own execution), started once --

@@ -32,6 +32,7 @@ import hashlib
 import json
 import math
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,12 +46,13 @@ from exactly_once.handlers.targets import (
     FIFO,
     FIFO_MARGIN_SECONDS,
     FIFO_WINDOW_SECONDS,
-    IN_PROGRESS_ERROR,
+    UNKNOWN_ERRORS,
     Outcome,
     Resend,
     TargetKind,
     address,
     kind_of,
+    machine_of,
     resend_policy,
 )
 
@@ -347,6 +349,9 @@ def delivery_of(item: dict[str, Any]) -> dict[str, Any]:
     return delivery
 
 
+_BUILDING = threading.Lock()  # boto3's session is not thread-safe while it builds a client
+
+
 @functools.cache
 def _target_lambda(read_timeout: int) -> Any:
     """A client for Lambda targets that waits `read_timeout` seconds for an answer at most
@@ -357,10 +362,16 @@ def _target_lambda(read_timeout: int) -> Any:
     config = Config(
         max_pool_connections=THREADS * 2,
         read_timeout=read_timeout,
+        connect_timeout=MIN_SEND_SECONDS,  # (a connection not made is a send not made)
         tcp_keepalive=True,
         retries={"total_max_attempts": DELIVERY_SENDS, "mode": "standard"},
     )
-    return boto3.client("lambda", config=config)
+    with _BUILDING:
+        return boto3.client("lambda", config=config)
+
+
+class NotSent(Exception):
+    """The send failed before any request left (building its client, its parameters)."""
 
 
 def answer_within(seconds: float) -> int:
@@ -371,7 +382,10 @@ def answer_within(seconds: float) -> int:
 
 @functools.cache
 def _machine_type(arn: str) -> str:
-    return str(_client("stepfunctions").describe_state_machine(stateMachineArn=arn)["type"])
+    """STANDARD or EXPRESS, of the state machine an ARN names (a version's or an alias's
+    is its machine's: DescribeStateMachine takes the machine's or a version's ARN)."""
+    machine = machine_of(arn)
+    return str(_client("stepfunctions").describe_state_machine(stateMachineArn=machine)["type"])
 
 
 def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
@@ -381,7 +395,10 @@ def send(target_arn: str, delivery: dict[str, Any], within: float | None = None)
     text = json.dumps(delivery, separators=(",", ":"))
     fifo = {"MessageGroupId": message_id, "MessageDeduplicationId": message_id}
     if kind == TargetKind.LAMBDA:
-        lam = _target_lambda(answer_within(within)) if within is not None else _client("lambda")
+        try:
+            lam = _target_lambda(answer_within(within)) if within is not None else _client("lambda")
+        except Exception as exc:
+            raise NotSent(repr(exc)) from exc
         answer = lam.invoke(FunctionName=where, Payload=text.encode())
         if answer.get("FunctionError"):
             payload = answer["Payload"].read().decode()
@@ -389,11 +406,7 @@ def send(target_arn: str, delivery: dict[str, Any], within: float | None = None)
                 error = str(json.loads(payload).get("errorType", "Lambda.Unknown"))
             except (ValueError, AttributeError):
                 error = "Lambda.Unknown"
-            # Lambda ended it (its timeout, out of memory, the runtime exiting): it "might
-            # have run completely, partially, or not at all"; any other error is its own
-            ended = error.startswith(("Sandbox.", "Runtime.")) or "Task timed out" in payload
-            ended = ended or error == IN_PROGRESS_ERROR  # a receiver's other run goes on
-            raise TargetFailed(error, payload, Outcome.UNKNOWN if ended else Outcome.FAILED)
+            raise TargetFailed(error, payload, function_error_outcome(error, payload))
     elif kind in (TargetKind.SQS, TargetKind.SQS_FIFO):
         extra = fifo if kind in FIFO else {}
         _client("sqs").send_message(QueueUrl=where, MessageBody=text, **extra)
@@ -432,23 +445,84 @@ def send(target_arn: str, delivery: dict[str, Any], within: float | None = None)
             # in the EventBridge API Reference) is retried as a throttle, never FAILED
             if code in THROTTLE_CODES:
                 raise ClientError({"Error": {"Code": code, "Message": reason}}, "PutEvents")
-            raise TargetFailed(code, reason, Outcome.REFUSED)
+            # "InternalFailure": an unknown error, which may have come after the event was
+            # put; any other entry error refuses the entry
+            unseen = code == "InternalFailure"
+            raise TargetFailed(code, reason, Outcome.UNKNOWN if unseen else Outcome.REFUSED)
+
+
+# Lambda Invoke's 5xx errors that come before the function runs: its environment could not
+# be set up (Lambda API Reference, Invoke: "Errors"). Any other 5xx may have come after.
+SETUP_ERRORS = frozenset(
+    {
+        "EC2ThrottledException",
+        "EC2AccessDeniedException",
+        "ENILimitReachedException",
+        "SubnetIPAddressLimitReachedException",
+        "InvalidSubnetIDException",
+        "InvalidSecurityGroupIDException",
+        "InvalidZipFileException",
+        "InvalidRuntimeException",
+        "KMSAccessDeniedException",
+        "KMSDisabledException",
+        "KMSInvalidStateException",
+        "KMSNotFoundException",
+        "ResourceNotReadyException",
+        "EFSMountConnectivityException",
+        "EFSMountFailureException",
+        "EFSMountTimeoutException",
+        "SnapStartException",
+        "SnapStartNotReadyException",
+        "SnapStartTimeoutException",
+    }
+)
+# A function's own error types for a run that never reached the handler (its init failed)
+NOT_RUN_TYPES = (
+    "Runtime.ImportModuleError",
+    "Runtime.HandlerNotFound",
+    "Runtime.UserCodeSyntaxError",
+)
+
+
+def function_error_outcome(error: str, payload: str) -> Outcome:
+    """A synchronous invoke answered with an error: the handler never ran (its init
+    failed: REFUSED); Lambda ended it, or it ran and its answer could not be returned
+    (its timeout, out of memory, the runtime exiting, `Function.ResponseSizeTooLarge`:
+    it "might have run completely, partially, or not at all", UNKNOWN); a receiver's
+    other run of it still going on (UNKNOWN); or the function's own error (FAILED)."""
+    if error in NOT_RUN_TYPES:
+        return Outcome.REFUSED
+    if error.startswith(("Sandbox.", "Runtime.", "Function.")) or "Task timed out" in payload:
+        return Outcome.UNKNOWN
+    if error in UNKNOWN_ERRORS:
+        return Outcome.UNKNOWN
+    return Outcome.FAILED
 
 
 def outcome_of(exc: Exception) -> Outcome:
-    """What a failed send says of its effect. A throttle or a 4xx came before anything
-    ran; so did a connection never made. A 5xx, a read timeout or a connection closed
-    while waiting may have come after it ran."""
+    """What a failed send says of its effect. A throttle, a 4xx or an environment not set
+    up came before anything ran; so did a connection never made and a request never
+    built. A 5xx, a read timeout or a connection closed while waiting may have come after
+    it ran."""
     if isinstance(exc, TargetFailed):
         return exc.outcome
+    if isinstance(exc, NotSent):
+        return Outcome.REFUSED
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
-        if aws_code(exc) in THROTTLE_CODES or int(status) < 500:
+        code = aws_code(exc)
+        if code in THROTTLE_CODES or code in SETUP_ERRORS or int(status) < 500:
             return Outcome.REFUSED
         return Outcome.UNKNOWN
-    from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError
+    from botocore.exceptions import (
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        ParamValidationError,
+    )
 
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError):
+    never_sent = EndpointConnectionError | ConnectTimeoutError | ParamValidationError
+    if isinstance(exc, never_sent | NoCredentialsError):
         return Outcome.REFUSED
     return Outcome.UNKNOWN
 
@@ -467,6 +541,7 @@ class Sending:
     spent: int = 1  # counted on the record so far, this claimant's first (its claim's) too
     mine: int = 1  # this claimant's counted sends
     unspent: bool = True  # the last one counted was not made, or was refused unrun
+    last: OutcomeUnknown | TargetFailed | None = None  # a send that may have run, and failed
 
     @classmethod
     def of(cls, table: str, item: dict[str, Any], me: str, policy: Resend) -> Sending:
@@ -478,15 +553,23 @@ class Sending:
         return cls(table, item["id"]["S"], me, policy, first, earlier, max(1, len(tokens)))
 
     def may_resend(self, last: OutcomeUnknown | TargetFailed) -> None:
-        """Whether a send that failed (`last`) may be followed by another: returns, or
+        """A send that may have run failed (`last`): returns if another may follow, or
         raises `last` (the target answered an error) or OutcomeUnknown when the channel's
         rule (handlers/targets.py) refuses a resend."""
+        self.last = last
         if self.policy == Resend.NEVER:
             if isinstance(last, TargetFailed):
                 raise last
             raise OutcomeUnknown(last.error, f"{last.cause} (not resent: {NOT_RESENT})")
+        self.in_window()
+
+    def in_window(self) -> None:
+        """Before each send that follows one that may have run: a FIFO target's is made
+        only inside its deduplication interval (a pause, a throttle or a slow count may
+        have carried it past), else OutcomeUnknown."""
         closes = self.first_sent + FIFO_WINDOW_SECONDS - FIFO_MARGIN_SECONDS
-        if self.policy == Resend.WINDOW and time.time() >= closes:
+        if self.last and self.policy == Resend.WINDOW and time.time() >= closes:
+            last = self.last
             raise OutcomeUnknown(last.error, f"{last.cause} (not resent: {PAST_WINDOW})")
 
     def count(self, last: OutcomeUnknown | TargetFailed) -> None:
@@ -573,6 +656,8 @@ def deliver(
         left = None if deadline is None else deadline - time.time()
         if left is not None and left < MIN_SEND_SECONDS:
             raise OutOfTime(delivery["id"])
+        if sending is not None:
+            sending.in_window()
         try:
             send(target_arn, delivery, left)
             return

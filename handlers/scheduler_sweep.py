@@ -160,8 +160,9 @@ def sweep(
         if not image or image["status"]["S"] != Status.STANDBY:
             return False, False
         overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
-        # STANDBY means never claimed, so never fired: a FAILED, TIMED_OUT or ABORTED
-        # execution of it is safe to follow with the next attempt.
+        # STANDBY: never claimed, or given back by a claimant (its sends counted: the
+        # next claim decides whether they may be followed): a FAILED, TIMED_OUT or
+        # ABORTED execution of it is safe to follow with the next attempt.
         policy = (
             ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
         )

@@ -41,6 +41,11 @@ def kind_of(arn: str, what: str = "target") -> TargetKind:
     raise ValueError(f"{what} {arn!r} is not {SUPPORTED} ARN: that is what it can deliver to")
 
 
+def machine_of(arn: str) -> str:
+    """A state machine's ARN, from its own, a version's or an alias's (`...:NAME[:QUALIFIER]`)."""
+    return ":".join(arn.split(":")[:7])
+
+
 def queue_url(arn: str) -> str:
     """The URL SQS's API takes for a queue ARN (the documented https://sqs.REGION... form)."""
     _, partition, _, region, account, name = arn.split(":", 5)
@@ -80,9 +85,11 @@ class Resend(enum.StrEnum):
 # deduplication for FIFO topics"). Measured from before the first send, less the clocks'
 # skew and a send's time in flight: a resend inside it is dropped by the service.
 FIFO_WINDOW_SECONDS = 300
-# The error a receiver (handlers/receiver.py) answers while another run of the same message
-# is still applying it: the outcome is not known yet, as for a timeout.
+# The errors a receiver (handlers/receiver.py) answers when another run of the same message
+# is still applying it, or ended without saying whether it did: the outcome is not known.
 IN_PROGRESS_ERROR = "MessageInProgress"
+OUTCOME_UNKNOWN_ERROR = "MessageOutcomeUnknown"
+UNKNOWN_ERRORS = frozenset({IN_PROGRESS_ERROR, OUTCOME_UNKNOWN_ERROR})
 FIFO_MARGIN_SECONDS = 20
 
 

@@ -158,6 +158,9 @@ class Lambdas:
             )
             return json_response(request.url, 200, b"null")
         result = self.run(function, event, request_id)
+        if isinstance(result, Failure) and result.error_type == "CallerGaveUp":
+            # the function ran past the caller's read timeout (a scenario's slow target)
+            raise ReadTimeoutError(endpoint_url=f"explore:Invoke:{function.arn}")
         if isinstance(result, Failure):
             body = {"errorType": result.error_type, "errorMessage": result.message}
             return json_response(request.url, 200, body, {"X-Amz-Function-Error": "Unhandled"})

@@ -162,8 +162,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "cancel-after-claim",
         "a cancel is accepted after the message was claimed (200, yet it fires)",
         "handlers/scheduler.py",
-        "(Status.RESERVED, Status.STANDBY), Status.CANCELLED):",
-        "(Status.RESERVED, Status.STANDBY, Status.FIRING), Status.CANCELLED):",
+        "    cancelled = (Status.RESERVED, Status.STANDBY), Status.CANCELLED",
+        "    cancelled = (Status.RESERVED, Status.STANDBY, Status.FIRING), Status.CANCELLED",
         "scheduler and cancelled",
     ),
     Mutant(

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from exactly_once.handlers import receiver as receiving
-from exactly_once.handlers import runtime
-from exactly_once.handlers.receiver import MessageInProgress, receiver
-from exactly_once.handlers.targets import IN_PROGRESS_ERROR
+from exactly_once.handlers import runtime, scheduler_slots
+from exactly_once.handlers.receiver import MessageInProgress, MessageOutcomeUnknown, receiver
+from exactly_once.handlers.targets import UNKNOWN_ERRORS, Outcome
 
 TABLE = "received"
 
@@ -105,17 +105,45 @@ def test_one_that_cannot_wait_long_enough_fails_in_progress_for_the_sender_to_re
     receiving._take(table, "m", "r1", time.time() + 60, 1)
     with pytest.raises(MessageInProgress):
         handler({"id": "m"}, context("r2", seconds=1.5))
-    # AND the scheduler reads that error as an outcome not yet known (resent later)
-    assert MessageInProgress.__name__ == IN_PROGRESS_ERROR
-    # AND once that invocation's time is over (it died), a delivery runs it
+    # AND once that invocation's time is over with no word (it timed out or died: it may
+    # have applied the message), no delivery runs it again: its outcome is unknown
     held = {"pk": {"S": "RECEIVED#m"}}
     runtime.client("dynamodb").update_item(
         TableName=table,
         Key=held,
         UpdateExpression="SET lease_until = :past",
-        ExpressionAttributeValues={":past": {"N": str(time.time() - 1)}},
+        ExpressionAttributeValues={":past": {"N": str(time.time() - 10)}},
     )
-    assert handler({"id": "m"}, context("r3")) == "ran"
+    with pytest.raises(MessageOutcomeUnknown):
+        handler({"id": "m"}, context("r3"))
+    # AND the scheduler reads both errors as an outcome not yet known (resent later,
+    # then UNKNOWN)
+    assert {MessageInProgress.__name__, MessageOutcomeUnknown.__name__} == UNKNOWN_ERRORS
+    assert {scheduler_slots.function_error_outcome(name, "{}") for name in UNKNOWN_ERRORS} == {
+        Outcome.UNKNOWN
+    }
+
+
+def test_two_deliveries_with_one_request_id_are_still_two_runs_to_tell_apart(table: str) -> None:
+    # (Lambda's own duplicate of an event may carry its request id)
+    started, release = threading.Event(), threading.Event()
+    runs: list[int] = []
+
+    @receiver(table=table)
+    def handler(message: dict[str, Any], ctx: Any) -> int:
+        runs.append(1)
+        started.set()
+        release.wait(5)
+        return len(runs)
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        first = pool.submit(handler, {"id": "m"}, context("same"))
+        started.wait(5)
+        second = pool.submit(handler, {"id": "m"}, context("same"))
+        time.sleep(0.3)
+        release.set()
+        assert first.result() == second.result() == 1
+    assert runs == [1]
 
 
 def test_without_a_table_it_says_how_to_name_one(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,12 @@ import time
 from typing import Any
 
 import pytest
-from botocore.exceptions import ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
+from botocore.exceptions import (
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ParamValidationError,
+    ReadTimeoutError,
+)
 
 from exactly_once.handlers import runtime, scheduler_slots
 from exactly_once.handlers.errors import ClientError
@@ -260,6 +265,19 @@ def test_an_express_state_machine_is_never_sent_to(config: SchedulerSettings) ->
         (ReadTimeoutError(endpoint_url="https://lambda"), Outcome.UNKNOWN),
         (ConnectionResetError(), Outcome.UNKNOWN),
         (TargetFailed("ValueError", "{}"), Outcome.FAILED),
+        # Lambda's 5xx for an environment it could not set up: before the function ran
+        (
+            ClientError(
+                {
+                    "Error": {"Code": "EC2ThrottledException"},
+                    "ResponseMetadata": {"HTTPStatusCode": 502},
+                },
+                "Invoke",
+            ),
+            Outcome.REFUSED,
+        ),
+        (ParamValidationError(report="bad"), Outcome.REFUSED),
+        (scheduler_slots.NotSent("no client"), Outcome.REFUSED),
     ],
 )
 def test_what_a_failed_send_says_of_its_effect(error: Exception, outcome: Outcome) -> None:
@@ -338,3 +356,92 @@ def test_a_registration_put_resent_after_its_answer_was_lost_is_still_a_creation
     monkeypatch.setattr(ddb, "put_item", real)
     again, created = scheduler.register(config, body, "key-1")  # a client's retry: a replay
     assert not created and again["id"] == message["id"]
+
+
+@pytest.mark.parametrize(
+    ("error", "outcome"),
+    [
+        ("Sandbox.Timedout", Outcome.UNKNOWN),
+        ("Runtime.ExitError", Outcome.UNKNOWN),
+        ("Function.ResponseSizeTooLarge", Outcome.UNKNOWN),  # it ran to its end
+        ("Runtime.ImportModuleError", Outcome.REFUSED),  # its handler never ran
+        ("MessageInProgress", Outcome.UNKNOWN),
+        ("ValueError", Outcome.FAILED),
+    ],
+)
+def test_what_a_functions_error_says_of_its_run(error: str, outcome: Outcome) -> None:
+    assert scheduler_slots.function_error_outcome(error, "{}") == outcome
+
+
+def test_an_event_bus_entry_that_failed_internally_may_have_been_put(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class Events:
+        def put_events(self, **_: Any) -> dict[str, Any]:
+            entry = {"ErrorCode": "InternalFailure", "ErrorMessage": "unknown"}
+            return {"FailedEntryCount": 1, "Entries": [entry]}
+
+    monkeypatch.setattr(scheduler_slots, "_client", lambda service: Events())
+    with pytest.raises(TargetFailed) as failed:
+        scheduler_slots.send("arn:aws:events:us-east-1:1:event-bus/b", {"id": "m"})
+    assert failed.value.outcome == Outcome.UNKNOWN
+
+
+def test_a_fifo_resend_held_back_by_throttles_past_the_interval_is_never_sent(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = "arn:aws:sqs:us-east-1:1:q.fifo"
+    runtime.client("dynamodb").put_item(
+        TableName=config.table, Item={"pk": {"S": "INVOKER#fifo"}, "target_arn": {"S": fifo}}
+    )
+    clock = {"now": time.time()}
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
+    sent: list[float] = []
+
+    def lost_then_throttled(target_arn: str, delivery: dict[str, Any], within: Any = None) -> None:
+        sent.append(clock["now"])
+        if len(sent) == 1:  # the first: its answer lost (it may be in the queue)
+            raise ClientError(
+                {"Error": {"Code": "InternalError"}, "ResponseMetadata": {"HTTPStatusCode": 500}},
+                "SendMessage",
+            )
+        raise ClientError({"Error": {"Code": "ThrottlingException"}}, "SendMessage")
+
+    monkeypatch.setattr(scheduler_slots, "send", lost_then_throttled)
+    slot, [message_id] = due_slot(config, [0.0], "fifo")
+    clock["now"] = slot + 0.5
+    scheduler_slots.fire(config.table, slot, "x#0#r", deadline=slot + 800, lease=slot + 860)
+    # THEN resent (throttled) inside the interval only, then UNKNOWN, never sent after it
+    first = float(status_of(config, message_id)["first_sent"]["N"])
+    window = scheduler_slots.FIFO_WINDOW_SECONDS - scheduler_slots.FIFO_MARGIN_SECONDS
+    assert len(sent) > 2 and max(sent) < first + window
+    assert final(config, message_id)[:2] == ("UNKNOWN", "InternalError")
+
+
+def test_a_message_given_back_after_a_send_it_never_saw_cannot_be_cancelled(
+    config: SchedulerSettings,
+) -> None:
+    from exactly_once.handlers import scheduler
+    from exactly_once.handlers.errors import Conflict
+
+    _, [message_id] = due_slot(config, [0.0], "again")
+    me = "execution-1#0#r"
+    assert scheduler_slots.claim(config.table, message_id, me, time.time() + 60).item
+    scheduler_slots.release(config.table, message_id, me)  # its send counted, kept
+    assert status_of(config, message_id)["status"]["S"] == "STANDBY"
+    with pytest.raises(Conflict, match="may have been delivered"):
+        scheduler.cancel(config, message_id)
+    # AND one given back unsent (its count dropped) still can be
+    _, [unsent] = due_slot(config, [0.0], "again")
+    assert scheduler_slots.claim(config.table, unsent, me, time.time() + 60).item
+    scheduler_slots.release(config.table, unsent, me, scheduler_slots.send_token(me, 0))
+    assert scheduler.cancel(config, unsent)["status"] == "CANCELLED"
+
+
+def test_a_state_machine_is_known_by_its_own_arn_from_a_versions_or_an_aliass() -> None:
+    from exactly_once.handlers.targets import machine_of
+
+    machine = "arn:aws:states:us-east-1:1:stateMachine:orders"
+    assert machine_of(machine) == machine_of(f"{machine}:live") == machine_of(f"{machine}:3")
+    assert machine_of(machine) == machine
