@@ -141,6 +141,28 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "explorer: a timeout elsewhere moved the one clock past a slot restart's deadline; "
         "its ClaimsFailed (claims given back in time) was judged a failure with no fault",
     ),
+    (
+        slots,
+        "timeout@12,stale@15",
+        151,
+        "slot defect 6 (slot-resends-blind): a Fire's retry took over a claim whose "
+        "claimant timed out after sending, and sent again to a target that drops no "
+        "redelivery",
+    ),
+    (
+        slots,
+        "lost@11",
+        26,
+        "slot defect 7 (slot-budget-unbounded): a send whose answer was lost was resent "
+        "past the send budget",
+    ),
+    (
+        lambda: scenarios.SchedulerScenario(),
+        "fail@10,fail@11",
+        229,
+        "explorer: a slow target's UNKNOWN, its final write failing both tries, was judged "
+        "left FIRING (an unrecorded final write of any status is the sweep's to alarm)",
+    ),
 ]
 
 
