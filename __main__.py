@@ -251,12 +251,14 @@ scheduler_config = config.get_object("scheduler")
 if scheduler_config is not None:
     channels = dict(scheduler_config.pop("channels", {}))
     fires = {}
+    targets = {}
     queues = {}
     concurrency = scheduler_config.pop("demoConcurrency", None)
     for channel in scheduler_config.pop("demoChannels", []):
         target = DemoTarget(f"scheduler-{channel}", concurrency, opts)
         channels[channel] = target.function.arn
         fires[channel] = target.fires_table.name
+        targets[channel] = target.function.name
     for channel in scheduler_config.pop("demoQueues", []):
         queue = aws.sqs.Queue(f"scheduler-{channel}-queue", sqs_managed_sse_enabled=True, opts=opts)
         channels[channel] = queue.arn
@@ -276,6 +278,7 @@ if scheduler_config is not None:
             "starterFunction": scheduler.starter_function.name,
             "dlqUrl": scheduler.dlq.url,
             "firesTables": fires,
+            "targetFunctions": targets,
             "queues": queues,
             "alarmNames": scheduler.alarm_names,
             "dashboardName": scheduler.dashboard_name,

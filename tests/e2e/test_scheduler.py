@@ -291,6 +291,23 @@ def test_a_target_failing_twice_then_succeeding_fires_once_and_is_done(
     assert fired(scheduler, created["id"])["fires"] == 1
 
 
+def test_a_receiver_wrapped_target_sent_one_message_twice_applies_it_once(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN the demo target, wrapped in the receiver (exactly_once.handlers.receiver), sent
+    # one message as the slot sends it, then the same again (a resend after a lost answer)
+    function = scheduler["targetFunctions"]["demo"]
+    message_id = f"receiver-{new_tag()}"
+    delivery = {"id": message_id, "channel": "demo", "parameters": {}, "publishTime": time.time()}
+    first = invoke(function, delivery)
+    again = invoke(function, delivery)
+    # THEN the second got the first's answer, and the effect happened once: the repeat
+    # never reached the function (its own dedup counts none)
+    assert again == first and first["id"] == message_id
+    record = fired(scheduler, message_id)
+    assert record is not None and record["fires"] == 1 and record["repeats"] == 0, record
+
+
 def test_a_target_failing_every_retry_ends_failed_with_its_error_visible(
     scheduler: dict[str, Any],
 ) -> None:

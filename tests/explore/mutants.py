@@ -162,8 +162,9 @@ CATALOGUE: tuple[Mutant, ...] = (
         "cancel-after-claim",
         "a cancel is accepted after the message was claimed (200, yet it fires)",
         "handlers/scheduler.py",
-        "    cancelled = (Status.RESERVED, Status.STANDBY), Status.CANCELLED",
-        "    cancelled = (Status.RESERVED, Status.STANDBY, Status.FIRING), Status.CANCELLED",
+        "    if not transition(config, message_id, *cancelled, unsent=True):",
+        "    cancelled = (Status.RESERVED, Status.STANDBY, Status.FIRING), Status.CANCELLED\n"
+        "    if not transition(config, message_id, *cancelled):",
         "scheduler and cancelled",
     ),
     Mutant(
