@@ -289,6 +289,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
+        "slot-fifo-resent-past-window",
+        "a FIFO queue's message is resent past its 5-minute deduplication interval (a claim "
+        "taken over after its claimant died, 15 minutes on): SQS delivers it again",
+        "handlers/scheduler_slots.py",
+        "        if self.last and self.policy == Resend.WINDOW and time.time() >= closes:",
+        "        if False:",
+        "scheduler and not slot and not cancelled",
+    ),
+    Mutant(
         "sweep-leaves-dead-claims",
         "the sweep never restarts a slot whose claimant died: its messages stay FIRING",
         "handlers/scheduler_sweep.py",

@@ -158,6 +158,13 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         lambda: scenarios.SchedulerScenario(),
+        "crash@7",
+        5,
+        "slot defect 8 (slot-fifo-resent-past-window): a claimant died after its FIFO send; "
+        "the restart 16 minutes on sent it again, past SQS's deduplication interval",
+    ),
+    (
+        lambda: scenarios.SchedulerScenario(),
         "fail@10,fail@11",
         229,
         "explorer: a slow target's UNKNOWN, its final write failing both tries, was judged "

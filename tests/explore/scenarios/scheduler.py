@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -42,7 +43,9 @@ from exactly_once.handlers import (
     scheduler_sweep,
     settings,
 )
+from exactly_once.handlers.targets import FIFO_WINDOW_SECONDS
 from tests.explore.dynamo import EventSourceMapping, Table
+from tests.explore.faults import json_response
 from tests.explore.lambdas import DIED, TIMED_OUT, Failure
 from tests.explore.machine import Machine, ended, integration_client
 from tests.explore.scenarios.base import (
@@ -73,6 +76,35 @@ SWEEP_FN = ARN.format("lambda", "function:sweep")
 # outcome unseen), one slow. (Numbers the kept replays of tests/explore/test_explore.py
 # use are left alone: their schedules replay as they were found.)
 TARGET_SECONDS = {9: 2000.0, 2: 40.0}
+
+
+FIFO_ARN = ARN.format("sqs", "target.fifo")
+FIFO_URL = "https://sqs.us-east-1.amazonaws.com/123456789012/target.fifo"
+FIFO_SCHEDULES = 2  # (number % 3) the plain scenario's message goes to a FIFO queue
+
+
+class FifoQueue:
+    """An SQS FIFO queue as AWS runs it, on the schedule's clock: a message whose
+    MessageDeduplicationId was accepted in the last 5 minutes is accepted again and not
+    delivered ("Exactly-once processing in Amazon SQS"); past that it is delivered."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.accepted: dict[str, float] = {}  # deduplication id -> when first accepted
+        self.delivered: dict[str, list[float]] = {}  # message id -> deliveries
+
+    def answer(self, call: Any, request: Any) -> Any:
+        if not (call.service == "sqs" and call.operation == "SendMessage"):
+            return None
+        if call.params.get("QueueUrl") != FIFO_URL:
+            return None
+        dedup, body = call.params["MessageDeduplicationId"], call.params["MessageBody"]
+        first = self.accepted.get(dedup)
+        if first is None or self.clock.now - first >= FIFO_WINDOW_SECONDS:
+            self.accepted[dedup] = self.clock.now
+            self.delivered.setdefault(json.loads(body)["id"], []).append(self.clock.now)
+        digest = hashlib.md5(body.encode()).hexdigest()
+        return json_response(request.url, 200, {"MessageId": dedup, "MD5OfMessageBody": digest})
 
 
 class CallerGaveUp(Exception):
@@ -120,7 +152,7 @@ class SchedulerScenario(Scenario):
     def clients(self) -> list[Any]:
         services = ("dynamodb", "stepfunctions", "lambda")
         found = [runtime.client(s) for s in services]
-        found += [scheduler_slots._client(s) for s in ("dynamodb", "lambda")]
+        found += [scheduler_slots._client(s) for s in ("dynamodb", "lambda", "sqs")]
         return [*found, self.integration]
 
     def setup(self) -> None:
@@ -141,6 +173,10 @@ class SchedulerScenario(Scenario):
             ddb.put_item(
                 TableName=f"{TABLE}-{tag}",
                 Item={"pk": {"S": "INVOKER#demo"}, "target_arn": {"S": TARGET_FN}},
+            )
+            ddb.put_item(  # a FIFO queue (FifoQueue)
+                TableName=f"{TABLE}-{tag}",
+                Item={"pk": {"S": "INVOKER#fifo"}, "target_arn": {"S": FIFO_ARN}},
             )
             ddb.put_item(  # the same target, said to drop a redelivery (SchedulerArgs.redeliver)
                 TableName=f"{TABLE}-{tag}",
@@ -209,7 +245,11 @@ class SchedulerScenario(Scenario):
         fires: dict[str, list[float]] = {}
         fired_by: dict[str, list[str]] = {}
         self.gave_up.clear()
-        seconds = TARGET_SECONDS.get(int(world.tag.lstrip("s")) % 10, 0.0)
+        number = int(world.tag.lstrip("s"))
+        seconds = TARGET_SECONDS.get(number % 10, 0.0)
+        queue = FifoQueue(clock)
+        world.injector.models.append(queue.answer)
+        fifo = not (self.slots or self.cancel) and number % 3 == FIFO_SCHEDULES
 
         def target(event: Any, context: Any) -> Any:
             """Its effect at once, then its run time: past its caller's read timeout, the
@@ -263,8 +303,9 @@ class SchedulerScenario(Scenario):
         started = clock.now
 
         def channel_of(i: int) -> str:
-            """The slot's second message goes to a channel whose target drops redeliveries."""
-            return "again" if self.slots and i == 1 else "demo"
+            """The slot's second message goes to a channel whose target drops redeliveries;
+            the plain scenario's, in every third schedule, to a FIFO queue."""
+            return "again" if self.slots and i == 1 else "fifo" if fifo else "demo"
 
         def publish_of(i: int) -> float:
             if self.reserved and i == self.messages - 1:
@@ -433,7 +474,7 @@ class SchedulerScenario(Scenario):
             violations: list[str] = []
             for i, message_id in enumerate(ids):
                 final = world.quietly(lambda m=message_id: scheduler.get(config, m))
-                fired = fires.get(message_id, [])
+                fired = (queue.delivered if fifo else fires).get(message_id, [])
                 message_publish = publish_of(i)
                 if i == 0 and late_cancel and cancels and cancels[0] == 200:
                     violations.append(f"{message_id[:8]}: still pending when the schedule ended")
@@ -543,7 +584,12 @@ def unrecordable(world: World, message_id: str) -> bool:
 
 
 def is_target_invoke(call: Any, message_id: str) -> bool:
-    """An invoke of the target that delivers `message_id`."""
+    """A send to the target (an invoke, or a FIFO queue's SendMessage) of `message_id`."""
+    if call.service == "sqs" and call.operation == "SendMessage":
+        body = call.params.get("MessageBody") or "{}"
+        return bool(
+            call.params.get("QueueUrl") == FIFO_URL and json.loads(body)["id"] == message_id
+        )
     if not (
         call.service == "lambda"
         and call.operation == "Invoke"
@@ -589,7 +635,7 @@ def verdict_of(
     sends went unseen."""
     violations = []
     status = final and final["status"]
-    if channel == "demo":
+    if channel in ("demo", "fifo"):  # (a FIFO queue: delivered once however often sent)
         if len(fired) > 1:
             violations.append(f"fired {len(fired)} times to a target that drops no redelivery")
         if status == "UNKNOWN" and not unseen:
