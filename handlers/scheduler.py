@@ -343,20 +343,26 @@ def start(
     image: dict[str, Any],
     context: Any,
     reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE,
+    written: float | None = None,
 ) -> Outcome:
     """Start what fires a STANDBY message: its second's slot clock while the slot has not
     read its messages yet (`scheduler_slots.join_by`), else a slot of one, its own
     execution, named by its id. Either is started once, however often asked (with
     ALLOW_DUPLICATE_FAILED_ONLY: the next attempt of its own execution, after one that
-    ended unclaimed)."""
+    ended unclaimed). `written`: when the message became STANDBY (its stream record's
+    time): one written before its slot's cutoff is in the index the slot reads, however
+    late this start comes, so its slot (started now if nobody has) fires it: no slot of
+    one."""
     publish_at, message_id = float(image["publish_at"]["N"]), image["id"]["S"]
     slot = slots.slot_of(publish_at)
     joins = config.join_slots and reuse_policy == ReusePolicy.REJECT_DUPLICATE
-    if joins and time.time() < slots.join_by(slot):
+    # (the record's time is rounded down to the second: written before the cutoff for sure)
+    indexed = written is not None and written + 1 <= slots.join_by(slot)
+    if joins and (indexed or time.time() < slots.join_by(slot)):
         outcome = _start_slot(config.state_machine_arn, slot, context)
         # In time only if the slot had not woken when the start returned (a slow call
         # may straddle the cutoff): otherwise its own execution too; the claim decides.
-        if time.time() < slots.join_by(slot):
+        if indexed or time.time() < slots.join_by(slot):
             log("INFO", outcome.status, message_id=message_id, execution=outcome.name)
             return outcome
     outcome = start_once(
@@ -429,7 +435,9 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
         status = image.get("status", {}).get("S")
         was = (change.get("OldImage") or {}).get("status", {}).get("S")
         if status == Status.STANDBY:
-            outcomes.append(start(config, image, context).status)
+            written = change.get("ApproximateCreationDateTime")
+            when = float(written) if isinstance(written, int | float) else None
+            outcomes.append(start(config, image, context, written=when).status)
         elif status in slots.OUTCOMES and was == Status.FIRING:
             ended.append(image)
     for image in ended:

@@ -35,9 +35,12 @@ class Record:
     keys: dict[str, Any]
     old: dict[str, Any] | None
     new: dict[str, Any] | None
+    created: float = 0.0  # when the write landed
 
     def as_event(self) -> dict[str, Any]:
         change: dict[str, Any] = {"Keys": self.keys, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+        # "rounded down to the closest second" (DynamoDB Streams API, StreamRecord)
+        change["ApproximateCreationDateTime"] = int(self.created)
         if self.old is not None:
             change["OldImage"] = self.old
         if self.new is not None:
@@ -103,7 +106,7 @@ class Table:
             return  # (a write that changed nothing writes no stream record)
         history.append((self._now(), now))
         event = "INSERT" if old is None else ("REMOVE" if now is None else "MODIFY")
-        self.stream.append(Record(event, keys, old, now))
+        self.stream.append(Record(event, keys, old, now, self._now()))
 
     # -- the index's eventually consistent view -------------------------------------------------
     def stale(self, call: Call) -> dict[str, Any]:

@@ -100,6 +100,34 @@ def test_a_start_that_returns_past_the_slots_cutoff_also_starts_the_messages_own
     assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", message["id"]])
 
 
+def test_a_stream_record_handled_past_the_cutoff_starts_a_slot_of_one_only_if_written_after_it(
+    slotted: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two STANDBY messages of one slot, their stream records handled after its cutoff
+    # (the stream lagging): one written well before the cutoff (in the index the slot reads
+    # at its wake), one written after it
+    slot = math.floor(time.time()) + 30
+    monkeypatch.setattr(scheduler, "start_soon", lambda *a: None)  # (the stream starts them)
+    joined, late = (register(slotted, slot + 0.2), register(slotted, slot + 0.4))
+    monkeypatch.setattr(scheduler.time, "time", lambda: scheduler_slots.join_by(slot) + 0.5)
+    records = [
+        {
+            "dynamodb": {
+                "NewImage": scheduler.read_item(slotted, message["id"]),
+                "ApproximateCreationDateTime": int(written),
+            }
+        }
+        for message, written in (
+            (joined, scheduler_slots.join_by(slot) - 5),
+            (late, scheduler_slots.join_by(slot)),
+        )
+    ]
+    scheduler.start_records(slotted, {"Records": records}, None)
+    # THEN the first is left to its slot (started once, no slot of one: no execution and
+    # its transitions for nothing); the second gets its own, as the slot may not see it
+    assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", late["id"]])
+
+
 def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_recorded() -> None:
     definition = slot_definition("arn:aws:lambda:us-east-1:1:function:slots")
     assert list(definition["States"]) == ["Wait", "Fire"]
