@@ -865,42 +865,58 @@ def fire(
     taken: set[str] = set()
     refused: set[str] = set()  # claims that kept failing (or made past the deadline)
     handled: set[str] = set()  # claimed, and taken in hand (sent, or released)
-    pool = concurrent.futures.ThreadPoolExecutor(THREADS)
+    in_hand: set[str] = set()  # being claimed, or claimed, by a read of this invocation
+    books = threading.Lock()  # (the two reads fire side by side)
+    # a thread per message of each read: the second read's never wait for the first's
+    pool = concurrent.futures.ThreadPoolExecutor(2 * THREADS)
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
 
     def fire_these(ids: list[str]) -> None:
-        ids = [i for i in ids if i not in taken]
-        seen.update(ids)
+        with books:  # what the other read has in hand is its own, claimed or not yet
+            ids = [i for i in ids if i not in in_hand]
+            in_hand.update(ids)
+            seen.update(ids)
         claims = list(pool.map(lambda i: claim_once(table, i, me, lease, deadline), ids))
         claimed = []
-        for message_id, answer in zip(ids, claims, strict=True):
-            if isinstance(answer, Exception):
-                refused.add(message_id)
-            elif answer.item is not None:
-                held.pop(message_id, None)
-                taken.add(message_id)
-                claimed.append(answer.item)
-            elif answer.held_until is not None:
-                held[message_id] = answer.held_until
+        with books:
+            for message_id, answer in zip(ids, claims, strict=True):
+                if isinstance(answer, Exception):
+                    refused.add(message_id)
+                elif answer.item is not None:
+                    held.pop(message_id, None)
+                    taken.add(message_id)
+                    claimed.append(answer.item)
+                elif answer.held_until is not None:
+                    held[message_id] = answer.held_until
+                if isinstance(answer, Exception) or answer.item is None:
+                    in_hand.discard(message_id)  # (not ours: a later read may try again)
         claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
         recorded = list(
             pool.map(lambda c: fire_one(table, c, recorder, me, deadline, handled), claimed)
         )
-        counts.update(outcome.result() for outcome in recorded)
+        outcomes = [outcome.result() for outcome in recorded]
+        with books:
+            counts.update(outcomes)
 
     try:
         # the pool stops first: a delivery still running hands its status to the recorder
         with recorder, pool:
-            fire_these(ids)
-            if not only:
+            if only:
+                fire_these(ids)
+            else:
                 # The index may have missed a message the first read (it lags behind the
                 # table: DynamoDB developer guide, "Read consistency for global secondary
                 # indexes"). Read again once the second is over, the index having had the
-                # whole second to catch up: a message missed twice would wait for the sweep.
-                again = slot + 1
-                if deadline is None or again < deadline:
-                    time.sleep(max(0.0, again - time.time()))
-                fire_these(members(table, slot, statuses, shard, of))
+                # whole second to catch up (a message missed twice waits for the sweep),
+                # beside the first read's deliveries: a slow target of the first read
+                # never holds up what the second finds.
+                with concurrent.futures.ThreadPoolExecutor(1) as reader:
+                    first = reader.submit(fire_these, ids)
+                    again = slot + 1
+                    if deadline is None or again < deadline:
+                        time.sleep(max(0.0, again - time.time()))
+                    fire_these(members(table, slot, statuses, shard, of))
+                    first.result()
             if retried and held:
                 # An earlier attempt of this slot still holds these, and delivers them while
                 # it runs; should it die first, they stay FIRING until its lease (and the

@@ -388,6 +388,34 @@ def test_a_message_the_lagging_index_hid_from_the_first_read_fires_once_the_seco
     assert scheduler.get(config, message_id)["status"] == "DONE"  # type: ignore[index]
 
 
+def test_the_second_read_fires_what_the_first_missed_beside_the_first_reads_slow_target(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a slot of two messages: the first read sees only the first, whose target takes
+    # 4 s; the lagging index hid the second from it
+    slot, [slow, hidden] = due_slot(config, [0.0, 0.1])
+    real = scheduler_slots.due
+
+    def due(*args: Any, **kwargs: Any) -> Any:
+        listed = real(*args, **kwargs)
+        return listed if time.time() >= slot else ((i, t) for i, t in listed if i != hidden)
+
+    sent: dict[str, float] = {}
+
+    def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
+        sent[delivery["id"]] = time.time()
+        if delivery["id"] == slow:
+            time.sleep(4)
+
+    monkeypatch.setattr(scheduler_slots, "due", due)
+    monkeypatch.setattr(scheduler_slots, "send", send)
+    counts = scheduler_slots.fire(config.table, slot, "e#0")
+    # THEN both fired once; the hidden one once its second was over, while the slow
+    # target still ran (not after it)
+    assert counts["DONE"] == 2 and set(sent) == {slow, hidden}
+    assert slot + 1 <= sent[hidden] < sent[slow] + 4
+
+
 def test_a_delivery_and_a_workers_invoke_are_sent_once_by_the_sdk() -> None:
     # botocore's max_attempts counts retries (1 would be two sends); total_max_attempts sends
     scheduler_slots._client.cache_clear()
