@@ -245,7 +245,8 @@ if resumable_durable is not None:
         },
     )
 
-# The scheduler; `demoChannels` get a recording demo target each (demo/functions/demo_target.py),
+# The scheduler; `demoChannels` (and `demoSerialChannels`) get a recording demo target each
+# (demo/functions/demo_target.py),
 # `demoQueues` an SQS queue each (a channel of another kind).
 scheduler_config = config.get_object("scheduler")
 if scheduler_config is not None:
@@ -254,8 +255,11 @@ if scheduler_config is not None:
     targets = {}
     queues = {}
     concurrency = scheduler_config.pop("demoConcurrency", None)
-    for channel in scheduler_config.pop("demoChannels", []):
-        target = DemoTarget(f"scheduler-{channel}", concurrency, opts)
+    # `demoSerialChannels`: demo targets that run one message at a time (reserved
+    # concurrency 1: a burst's sends are throttled while one runs)
+    serial = scheduler_config.pop("demoSerialChannels", [])
+    for channel in [*scheduler_config.pop("demoChannels", []), *serial]:
+        target = DemoTarget(f"scheduler-{channel}", 1 if channel in serial else concurrency, opts)
         channels[channel] = target.function.arn
         fires[channel] = target.fires_table.name
         targets[channel] = target.function.name

@@ -1,6 +1,7 @@
 """A demo channel target for the scheduler: records its one effect per message id (time)
 in its fires table, and counts repeat invokes (`repeats`) that reached it;
-`parameters.failTimes: N` fails the first N attempts. Wrapped in the receiver
+`parameters.failTimes: N` fails the first N attempts; `parameters.runSeconds: S` runs S
+seconds after its effect (a slow target). Wrapped in the receiver
 (exactly_once.handlers.receiver, its records in the same table): a message the scheduler
 sends again after it was applied is answered the first result and never reaches `fire`,
 so `repeats` stays 0 (the stacks list its channel in `redeliver`)."""
@@ -76,4 +77,5 @@ def fire(config: TargetSettings, event: dict[str, Any]) -> dict[str, Any]:
         id=message_id,
         lateness_ms=round((now - float(event["publishTime"])) * 1000),
     )
+    time.sleep(float(event.get("parameters", {}).get("runSeconds", 0)))
     return {"id": message_id, "firedAt": now}

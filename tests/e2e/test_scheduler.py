@@ -308,6 +308,46 @@ def test_a_receiver_wrapped_target_sent_one_message_twice_applies_it_once(
     assert record is not None and record["fires"] == 1 and record["repeats"] == 0, record
 
 
+def test_a_burst_into_a_target_running_one_at_a_time_ends_as_the_target_saw_each_message(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN six messages due in one second on a channel whose target runs one message at a
+    # time (reserved concurrency 1) for 2 s after its effect, and drops no redelivery
+    # (not in `redeliver`): the slot's sends may meet TooManyRequestsException meanwhile
+    publish = time.time() + 10
+    entries = batch_entries([publish + i * 0.1 for i in range(6)], channel="serial")
+    for entry in entries:
+        entry["parameters"]["runSeconds"] = 2
+    status, answer = http(
+        "POST",
+        f"{scheduler['url']}/batch",
+        {"entries": entries},
+        {"x-api-key": scheduler["apiKey"]},
+    )
+    assert status == 200 and not answer["failed"], answer
+    ids = [entry["message"]["id"] for entry in answer["successful"]]
+
+    def ended() -> dict[str, Any] | None:
+        found = {i: message(scheduler, i)[1] for i in ids}
+        pending = [m for m in found.values() if m["status"] in ("STANDBY", "FIRING")]
+        return None if pending else found
+
+    final = eventually(ended, timeout=240, interval=2)
+    # THEN every message is DONE, applied once by the target (a throttled send never ran:
+    # it is retried, never taken for a failure nor resent after it ran), never early
+    fires = scheduler["firesTables"]["serial"]
+    for message_id, found in final.items():
+        record = fire_record(fires, message_id)
+        assert found["status"] == "DONE", found
+        assert record is not None and record["fires"] == 1 and record["repeats"] == 0, record
+        assert record["fired_at"] >= record["publish_time"]
+        # AND each message's record counted one send: the throttled ones spent nothing
+        item = client("dynamodb").get_item(
+            TableName=scheduler["table"], Key=slots.message_key(message_id), ConsistentRead=True
+        )["Item"]
+        assert len(item["sends"]["SS"]) == 1, item["sends"]
+
+
 def test_a_target_failing_every_retry_ends_failed_with_its_error_visible(
     scheduler: dict[str, Any],
 ) -> None:
