@@ -148,6 +148,7 @@ class SchedulerScenario(Scenario):
         self.budget = 1
         self.waited = float(SLOT_TIMEOUT_SECONDS)  # the last target invoke's read timeout
         self.gave_up: collections.Counter[str] = collections.Counter()  # by message id
+        self.gave_up_by: collections.Counter[tuple[str, str]] = collections.Counter()
 
     def clients(self) -> list[Any]:
         services = ("dynamodb", "stepfunctions", "lambda")
@@ -245,6 +246,7 @@ class SchedulerScenario(Scenario):
         fires: dict[str, list[float]] = {}
         fired_by: dict[str, list[str]] = {}
         self.gave_up.clear()
+        self.gave_up_by.clear()
         number = int(world.tag.lstrip("s"))
         seconds = TARGET_SECONDS.get(number % 10, 0.0)
         queue = FifoQueue(clock)
@@ -262,6 +264,7 @@ class SchedulerScenario(Scenario):
             if seconds > waited:
                 clock.sleep(waited)
                 self.gave_up[event["id"]] += 1
+                self.gave_up_by[(event["id"], fired_by[event["id"]][-1])] += 1
                 raise CallerGaveUp(event["id"])
             if seconds:
                 clock.sleep(seconds)
@@ -504,6 +507,8 @@ class SchedulerScenario(Scenario):
                     late = min(fired) - message_publish
                     if late > ON_TIME_SECONDS:
                         found.append(f"fired {late:.0f}s late, with no fault to delay it")
+                if not fifo:  # (a FIFO queue drops a repeat inside its interval itself)
+                    found += self.resent_unseen(world, message_id, fired_by.get(message_id, []))
                 violations += [f"{message_id[:8]}: {v}" for v in found]
             # ClaimsFailed: claims not sent in time, given back for the retry
             out_of_time = ("ClaimsFailed",)
@@ -543,6 +548,24 @@ class SchedulerScenario(Scenario):
             died = failure is not None and failure.error_type in (DIED, TIMED_OUT)
             count += not landed and died
         return count
+
+    def resent_unseen(self, world: World, message_id: str, senders: list[str]) -> list[str]:
+        """A sender sends a message again only after an outcome it did not see: each
+        invocation's sends of it are at most one more than its own unseen outcomes (a
+        message listed twice by one read, claimed twice by its own claimant, is not)."""
+        found = []
+        for sender, sends in collections.Counter(senders).items():
+            unseen = self.gave_up_by[(message_id, sender)] + sum(
+                1
+                for c in world.injector.calls
+                if c.process == sender
+                and c.kind in ("lost", "lostall", "error", "fail", "timeout", "crash")
+                and world.injector.hit(c)
+                and is_target_invoke(c, message_id)
+            )
+            if sends > 1 + unseen:
+                found.append(f"sent {sends} times by {sender}, {unseen} of its sends unseen")
+        return found
 
     @staticmethod
     def on_time_expected(world: World, swept: list[str]) -> bool:
