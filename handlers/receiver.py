@@ -153,9 +153,18 @@ def _take(
         )
     except ClientError as exc:
         if aws_code(exc) != "ConditionalCheckFailedException":
+            _forget(table, message_id, mine)  # (it may have landed, its answer lost)
             raise
         held: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-        return held or {"status": {"S": IN_PROGRESS}}
+        if not held:  # (an SDK without ReturnValuesOnConditionCheckFailure): read it
+            found = client("dynamodb").get_item(
+                TableName=table, Key=_key(message_id), ConsistentRead=True
+            )
+            held = found.get("Item") or {}
+        return held or None  # (gone since: a failed run's, forgotten: ours to take)
+    except Exception:
+        _forget(table, message_id, mine)  # (it may have landed, its answer lost)
+        raise
     return None
 
 
@@ -169,8 +178,8 @@ def _duplicate(message_id: str, held: dict[str, Any]) -> Any:
 
 def _complete(table: str, message_id: str, mine: str, result: Any) -> None:
     """COMPLETE with the result. Should the write fail after the SDK's retries, the result
-    is still returned (the effect happened): the record stays IN_PROGRESS until this
-    invocation's end, and only a delivery after that would run the function again."""
+    is still returned (the effect happened) and logged as an ERROR: the record stays
+    IN_PROGRESS, so a later delivery answers MessageOutcomeUnknown (never a second run)."""
     values: dict[str, Any] = {":done": {"S": COMPLETE}, ":me": {"S": mine}}
     update = "SET #s = :done REMOVE lease_until"
     encoded = json.dumps(result, separators=(",", ":"), default=str)
@@ -198,14 +207,28 @@ def _complete(table: str, message_id: str, mine: str, result: Any) -> None:
         )
 
 
+FORGET_ATTEMPTS = 4
+
+
 def _forget(table: str, message_id: str, mine: str) -> None:
-    """The run failed: no record, so the next delivery runs it again."""
-    try:
-        client("dynamodb").delete_item(
-            TableName=table,
-            Key=_key(message_id),
-            ConditionExpression="runner = :me",
-            ExpressionAttributeValues={":me": {"S": mine}},
-        )
-    except Exception as exc:  # the record ends with its lease instead
-        log("WARNING", "failed run's record not deleted", message_id=message_id, error=repr(exc))
+    """The run failed (or never started): no record, so the next delivery runs it. Tried
+    with back-off: a record left behind answers every later delivery MessageOutcomeUnknown
+    until its TTL."""
+    for attempt in range(FORGET_ATTEMPTS):
+        try:
+            client("dynamodb").delete_item(
+                TableName=table,
+                Key=_key(message_id),
+                ConditionExpression="runner = :me",
+                ExpressionAttributeValues={":me": {"S": mine}},
+            )
+            return
+        except ClientError as exc:
+            if aws_code(exc) == "ConditionalCheckFailedException":
+                return  # not ours (or gone): nothing to forget
+            error = repr(exc)
+        except Exception as exc:
+            error = repr(exc)
+        if attempt < FORGET_ATTEMPTS - 1:
+            time.sleep(0.2 * 2**attempt)
+    log("ERROR", "failed run's record not deleted", message_id=message_id, error=error)

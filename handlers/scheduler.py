@@ -361,8 +361,10 @@ def start(
     if joins and (indexed or time.time() < slots.join_by(slot)):
         outcome = _start_slot(config.state_machine_arn, slot, context)
         # In time only if the slot had not woken when the start returned (a slow call
-        # may straddle the cutoff): otherwise its own execution too; the claim decides.
-        if indexed or time.time() < slots.join_by(slot):
+        # may straddle the cutoff), or the message was in its index by then and the slot
+        # has not yet read it a second time, or fired it: otherwise its own execution too;
+        # the claim decides.
+        if time.time() < slots.join_by(slot) or (indexed and not _missed(config, image, slot)):
             log("INFO", outcome.status, message_id=message_id, execution=outcome.name)
             return outcome
     outcome = start_once(
@@ -376,6 +378,15 @@ def start(
     if outcome.status == "STARTED":
         _stop_if_cancelled(config, message_id, outcome.execution_arn)
     return outcome
+
+
+def _missed(config: SchedulerSettings, image: dict[str, Any], slot: int) -> bool:
+    """Whether a message its slot should have read is still STANDBY after the slot's
+    second read (the index having missed it twice): then it gets its own execution."""
+    if time.time() < slot + 1:
+        return False
+    item = read_item(config, image["id"]["S"])
+    return item is not None and item["status"]["S"] == Status.STANDBY
 
 
 # Slots this sandbox started or found started: a burst of one second's messages costs one

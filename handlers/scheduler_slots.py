@@ -46,6 +46,7 @@ from exactly_once.handlers.targets import (
     FIFO,
     FIFO_MARGIN_SECONDS,
     FIFO_WINDOW_SECONDS,
+    OUTCOME_UNKNOWN_ERROR,
     UNKNOWN_ERRORS,
     Outcome,
     Resend,
@@ -678,6 +679,8 @@ def deliver(
                     raise _failed(exc, code) from exc
             else:  # it ran and failed, or may have run
                 last = _failed(exc, code) if outcome == Outcome.FAILED else _unknown(exc, code)
+                if code == OUTCOME_UNKNOWN_ERROR:  # a receiver that will never run it again
+                    raise last from exc
                 if sending is not None:
                     sending.unspent = False
                     sending.may_resend(last)
@@ -891,12 +894,18 @@ def fire(
                 if isinstance(answer, Exception) or answer.item is None:
                     in_hand.discard(message_id)  # (not ours: a later read may try again)
         claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
-        recorded = list(
-            pool.map(lambda c: fire_one(table, c, recorder, me, deadline, handled), claimed)
-        )
-        outcomes = [outcome.result() for outcome in recorded]
-        with books:
-            counts.update(outcomes)
+        firing = [pool.submit(fire_one, table, c, recorder, me, deadline, handled) for c in claimed]
+        failure: BaseException | None = None
+        for fired in firing:  # every outcome counted, a failed one's beside the others
+            try:
+                outcome = fired.result().result()
+            except Exception as exc:
+                failure = failure or exc
+                continue
+            with books:
+                counts[outcome] += 1
+        if failure is not None:
+            raise failure
 
     try:
         # the pool stops first: a delivery still running hands its status to the recorder
@@ -925,10 +934,17 @@ def fire(
                 if until < (deadline if deadline is not None else lease) - HOLD_MARGIN_SECONDS:
                     time.sleep(max(0.0, until - time.time()) + 1)
                     fire_these(sorted(held))
+    except Exception as exc:
+        if counts["UNRECORDED"]:  # never retried as a plain failure: they were delivered
+            raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], [me])) from exc
+        raise
     finally:
         # An invocation failing between its claims and their sends gives back the rest
-        # (after every thread has stopped: none of them is sending).
+        # (after every thread has stopped: none of them is sending); so does a claim whose
+        # every answer was lost (it may have landed: `release` is ours only if it did).
         for message_id in sorted(taken - handled):
+            release(table, message_id, me, send_token(me, 0))
+        for message_id in sorted(refused - taken):
             release(table, message_id, me, send_token(me, 0))
     counts["skipped"] = len(seen - taken - refused)  # cancelled, ended, or another's
     if refused - taken:
@@ -963,8 +979,10 @@ def _fan_out(
                 continue
             unrecorded_by += result.pop("unrecorded_by", [])
             counts.update(result)
-    if failures and unrecorded_by:  # never retried: those deliveries happened
-        raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], unrecorded_by))
+    unrecorded_failures = [str(f) for f in failures if isinstance(f, StatusNotRecorded)]
+    if failures and (unrecorded_by or unrecorded_failures):  # never retried: delivered
+        said = unrecorded(counts["UNRECORDED"], unrecorded_by) if unrecorded_by else ""
+        raise StatusNotRecorded(" ".join([said, *unrecorded_failures]).strip())
     if failures:
         raise failures[0]
     return {**counts, "unrecorded_by": unrecorded_by} if unrecorded_by else dict(counts)
@@ -981,6 +999,8 @@ def _invoker(function_arn: str) -> Invoke:
         answer = _client("lambda").invoke(FunctionName=function_arn, Payload=json.dumps(event))
         payload = json.loads(answer["Payload"].read() or b"{}")
         if answer.get("FunctionError"):
+            if payload.get("errorType") == "StatusNotRecorded":  # names its claimant
+                raise StatusNotRecorded(str(payload.get("errorMessage", "")))
             raise RuntimeError(f"slot worker {event['shard']}/{event['of']} failed: {payload}")
         counts = {k: v for k, v in payload.items() if isinstance(v, int)}
         return {**counts, "unrecorded_by": [str(c) for c in payload.get("unrecorded_by", [])]}

@@ -232,11 +232,11 @@ def _start_slots(
     return started
 
 
-def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[str]:
-    """Ids of `status` messages due by `horizon`, every lane, every page, one after another."""
+def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[tuple[str, float]]:
+    """(id, publish time) of `status` messages due by `horizon`, every lane, every page, one
+    after another."""
     for status_lane in lanes(status):
-        for message_id, _ in due(client("dynamodb"), config.table, status_lane, horizon):
-            yield message_id
+        yield from due(client("dynamodb"), config.table, status_lane, horizon)
 
 
 def _firing(
@@ -284,8 +284,9 @@ def _firing(
         return 1
 
     finished = True
+    unread: set[int] = set()  # slots of messages whose look failed
     try:
-        for message_id in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
+        for message_id, publish_at in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
             if run.out_of_time():
                 finished = False
                 break
@@ -294,7 +295,7 @@ def _firing(
             except Exception as exc:
                 log("WARNING", "sweep: left", message_id=message_id, error=repr(exc))
                 run.failed += 1
-                finished = False
+                unread.add(slots.slot_of(publish_at))
     except Exception as exc:  # an index read failed: what it held waits for the next run
         log("WARNING", "sweep: FIRING lanes left", error=repr(exc))
         run.failed += 1
@@ -303,6 +304,7 @@ def _firing(
         # A message not looked at may be one delivered and not yet marked `unrecorded`: a
         # restart of its slot would take it over. The next run restarts them.
         return restarted, overdue
+    restarts -= unread  # (likewise the slot of one whose look failed: the next run's)
     # Restarts start after every delivered-unrecorded message is marked: a restart never
     # takes one of those over (`scheduler_slots.claim`).
     for slot in sorted(restarts):

@@ -14,6 +14,7 @@ import pytest
 
 from exactly_once.handlers import receiver as receiving
 from exactly_once.handlers import runtime, scheduler_slots
+from exactly_once.handlers.errors import ClientError
 from exactly_once.handlers.receiver import MessageInProgress, MessageOutcomeUnknown, receiver
 from exactly_once.handlers.targets import UNKNOWN_ERRORS, Outcome
 
@@ -150,3 +151,28 @@ def test_without_a_table_it_says_how_to_name_one(monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv(receiving.TABLE_ENV, raising=False)
     with pytest.raises(ValueError, match="RECEIVER_TABLE"):
         receiver()(lambda e, c: None)({"id": "m"}, None)
+
+
+def test_a_take_whose_answer_was_lost_leaves_no_record_behind(
+    table: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the record's write landing, its answer lost past the SDK's retries
+    ddb = runtime.client("dynamodb")
+    real = ddb.put_item
+
+    def lost(**kwargs: Any) -> Any:
+        real(**kwargs)
+        raise ClientError({"Error": {"Code": "InternalServerError"}}, "PutItem")
+
+    monkeypatch.setattr(ddb, "put_item", lost)
+
+    @receiver(table=table)
+    def handler(message: dict[str, Any], ctx: Any) -> str:
+        return "ran"
+
+    with pytest.raises(ClientError):
+        handler({"id": "m"}, context("r1"))
+    monkeypatch.setattr(ddb, "put_item", real)
+    # THEN the next delivery runs it (the record was taken back, not left to answer
+    # MessageOutcomeUnknown for ever)
+    assert handler({"id": "m"}, context("r2")) == "ran"

@@ -126,6 +126,11 @@ def test_a_stream_record_handled_past_the_cutoff_starts_a_slot_of_one_only_if_wr
     # THEN the first is left to its slot (started once, no slot of one: no execution and
     # its transitions for nothing); the second gets its own, as the slot may not see it
     assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", late["id"]])
+    # AND once its slot's second read is over, one still STANDBY (the index missed it
+    # twice) gets its own too, rather than wait for the sweep
+    monkeypatch.setattr(scheduler.time, "time", lambda: slot + 2.0)
+    scheduler.start_records(slotted, {"Records": records[:1]}, None)
+    assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", late["id"], joined["id"]])
 
 
 def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_recorded() -> None:
@@ -1053,3 +1058,25 @@ def test_the_sweeps_firing_pass_counts_a_stranded_claim_and_one_failing_read_sto
     result = scheduler_sweep.sweep(slots, now=swept)
     assert (result["overdue"], result["restarted"]) == (2, 1)
     assert slot == scheduler_slots.slot_of(float(status_of(slots, dead)["publish_at"]["N"]))
+
+
+def test_a_failure_beside_a_delivered_unrecorded_message_still_fails_status_not_recorded(
+    config: SchedulerSettings, sent: list[tuple[str, float]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a slot of two: the first delivered, its final status never written; the
+    # second's handling failing (a bug, a memory error)
+    slot, ids = due_slot(config, [0.0, 0.1])
+    real = scheduler_slots.fire_one
+    monkeypatch.setattr(scheduler_slots, "record", lambda *a, **k: "UNRECORDED")
+
+    def second_fails(table: str, item: dict[str, Any], *args: Any) -> Any:
+        if item["id"]["S"] == ids[1]:
+            raise MemoryError("the second's handling fails")
+        return real(table, item, *args)
+
+    monkeypatch.setattr(scheduler_slots, "fire_one", second_fails)
+    # THEN the slot fails StatusNotRecorded naming its claimant (never retried, and the
+    # sweep leaves the delivered one be), not the plain failure a retry would follow
+    with pytest.raises(scheduler_slots.StatusNotRecorded, match="claimed by e#0"):
+        scheduler_slots.fire(config.table, slot, "e#0")
+    assert [i for i, _ in sent] == [ids[0]]
