@@ -156,12 +156,9 @@ def _take(
             _forget(table, message_id, mine)  # (it may have landed, its answer lost)
             raise
         held: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-        if not held:  # (an SDK without ReturnValuesOnConditionCheckFailure): read it
-            found = client("dynamodb").get_item(
-                TableName=table, Key=_key(message_id), ConsistentRead=True
-            )
-            held = found.get("Item") or {}
-        return held or None  # (gone since: a failed run's, forgotten: ours to take)
+        if not held:  # (ReturnValuesOnConditionCheckFailure: boto3 >= 1.35, the floor)
+            raise MessageInProgress(f"message {message_id} is held by another run") from exc
+        return held
     except Exception:
         _forget(table, message_id, mine)  # (it may have landed, its answer lost)
         raise
