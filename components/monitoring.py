@@ -125,6 +125,33 @@ class Watch:
             )
         )
 
+    def stopped(self, what: str, metric: Metric, every_seconds: int, description: str) -> None:
+        """ALARM when `metric`, written every `every_seconds` by a scheduled run, has no
+        datum for two such periods (one when two would pass a day, CloudWatch's most):
+        the runs stopped (a disabled rule, a deleted function, a permission taken away)."""
+        if not self.options.alarms:
+            return
+        period = min(every_seconds, 86400)
+        actions = list(self.options.alarm_actions)
+        self.alarms.append(
+            aws.cloudwatch.MetricAlarm(
+                f"{self.name}-{what}",
+                alarm_description=f"{self.name}: {description}",
+                namespace=metric.namespace,
+                metric_name=metric.name,
+                dimensions=dict(metric.dimensions),
+                statistic="SampleCount",
+                period=period,
+                evaluation_periods=2 if 2 * period <= 86400 else 1,
+                threshold=1,
+                comparison_operator="LessThanThreshold",
+                treat_missing_data="breaching",
+                alarm_actions=actions,
+                ok_actions=actions,
+                opts=pulumi.ResourceOptions(parent=self.parent),
+            )
+        )
+
     def dead_letters(self, queue: aws.sqs.Queue) -> None:
         """An alarm while the DLQ holds anything, and its depth on the dashboard."""
         depth = Metric("AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": queue.name})

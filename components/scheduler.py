@@ -337,7 +337,16 @@ class Scheduler(Component):
             "sweep-failed",
             Metric("AWS/Lambda", "Errors", {"FunctionName": self.sweep_function.name}),
             "a sweep left messages (its time ran out, or calls kept failing: its log line "
-            "'sweep' says which); Lambda retries it twice, the next period's run goes on",
+            "'sweep' says which); Lambda retries it twice, the next period's run goes on; "
+            "held until a run succeeds",
+            level=True,  # (Lambda writes Errors 0 for a run that succeeds: OK again then)
+        )
+        watch.stopped(
+            "sweep-stopped",
+            watch.own("Overdue"),  # (every run writes it, 0 included)
+            args.sweep_period_minutes * 60,
+            "no sweep has run for two periods (its schedule rule disabled, its function or "
+            "its permission gone): RESERVED messages are not moved, missed starts not made",
         )
         watch.failed_executions(
             self.state_machine.arn,

@@ -136,12 +136,21 @@ def test_every_component_has_alarms_and_one_dashboard(local: RecordingMocks) -> 
         for alarm in alarms:
             i = alarm.inputs
             assert alarm.name.startswith(f"{component.name}-")
-            assert (i["period"], i["threshold"]) == (60, 1)
-            assert i["comparisonOperator"] == "GreaterThanOrEqualToThreshold"
-            # a level (a DLQ's depth, Overdue) keeps its state while no data comes: SQS stops
-            # an idle queue's metrics, the sweep reports once a run; a count does not
-            level = i["metricName"] in LEVELS
-            assert i["treatMissingData"] == ("ignore" if level else "notBreaching"), alarm.name
+            if alarm.name.endswith("-stopped"):  # a scheduled run's datum missing: ALARM
+                assert (i["statistic"], i["comparisonOperator"]) == (
+                    "SampleCount",
+                    "LessThanThreshold",
+                )
+                assert i["treatMissingData"] == "breaching" and i["threshold"] == 1
+                assert i["period"] * i["evaluationPeriods"] <= 86400  # CloudWatch's most
+            else:
+                assert (i["period"], i["threshold"]) == (60, 1)
+                assert i["comparisonOperator"] == "GreaterThanOrEqualToThreshold"
+                # a level (a DLQ's depth, Overdue) keeps its state while no data comes: SQS
+                # stops an idle queue's metrics, the sweep reports once a run; so does a
+                # run's failure that only a later run's success clears; a count does not
+                level = i["metricName"] in LEVELS or alarm.name.endswith("-sweep-failed")
+                assert i["treatMissingData"] == ("ignore" if level else "notBreaching"), alarm.name
             if i["namespace"] == metrics.DEFAULT_NAMESPACE:  # our own: this component's
                 assert i["dimensions"]["Component"] == component.name
                 pattern = i["dimensions"]["Pattern"]

@@ -138,3 +138,18 @@ def test_a_message_is_delivered_with_its_id_and_how_it_was_registered() -> None:
     }
     late = delivery_of({**image, "late_on_arrival": {"N": "3.250"}})
     assert late["lateOnArrival"] == 3.25
+
+
+@pytest.mark.parametrize(("minutes", "period", "periods"), [(60, 3600, 2), (1440, 86400, 1)])
+def test_an_alarm_tells_when_the_sweep_stops_running(
+    minutes: int, period: int, periods: int
+) -> None:
+    args = SchedulerArgs({"fn": FN}, sweep_period_minutes=minutes, window_minutes=minutes + 5)
+    mocks = run(lambda: Scheduler("s", args))
+    alarm = mocks.named("s-sweep-stopped").inputs
+    # every run writes its Overdue datum (0 included): none for two periods is ALARM
+    assert (alarm["metricName"], alarm["statistic"]) == ("Overdue", "SampleCount")
+    assert (alarm["period"], alarm["evaluationPeriods"]) == (period, periods)
+    assert alarm["treatMissingData"] == "breaching"
+    # and a failed run's alarm holds until a run succeeds (Lambda writes Errors 0 then)
+    assert mocks.named("s-sweep-failed").inputs["treatMissingData"] == "ignore"
