@@ -885,13 +885,16 @@ def fire(
             for message_id, answer in zip(ids, claims, strict=True):
                 if isinstance(answer, Exception):
                     refused.add(message_id)
-                elif answer.item is not None:
+                    in_hand.discard(message_id)  # (a later read may try again)
+                    continue
+                refused.discard(message_id)  # a definite answer, after an earlier read's error
+                if answer.item is not None:
                     held.pop(message_id, None)
                     taken.add(message_id)
                     claimed.append(answer.item)
                 elif answer.held_until is not None:
                     held[message_id] = answer.held_until
-                if isinstance(answer, Exception) or answer.item is None:
+                if answer.item is None:
                     in_hand.discard(message_id)  # (not ours: a later read may try again)
         claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
         firing = [pool.submit(fire_one, table, c, recorder, me, deadline, handled) for c in claimed]
