@@ -103,35 +103,38 @@ class Watch:
         """ALARM when `metric` is 1 or more in `evaluation_periods` minutes in a row.
         `level`: the metric is a level reported now and then, not a count of events: the
         alarm keeps its state while no data comes (see the module)."""
-        if not self.options.alarms:
-            return
-        actions = list(self.options.alarm_actions)
-        self.alarms.append(
-            aws.cloudwatch.MetricAlarm(
-                f"{self.name}-{what}",
-                alarm_description=f"{self.name}: {description}",
-                namespace=metric.namespace,
-                metric_name=metric.name,
-                dimensions=dict(metric.dimensions),
-                statistic=statistic,
-                period=PERIOD_SECONDS,
-                evaluation_periods=evaluation_periods,
-                threshold=1,
-                comparison_operator="GreaterThanOrEqualToThreshold",
-                treat_missing_data="ignore" if level else "notBreaching",
-                alarm_actions=actions,
-                ok_actions=actions,
-                opts=pulumi.ResourceOptions(parent=self.parent),
-            )
+        self._alarm(
+            what,
+            metric,
+            description,
+            statistic=statistic,
+            period=PERIOD_SECONDS,
+            evaluation_periods=evaluation_periods,
+            comparison_operator="GreaterThanOrEqualToThreshold",
+            treat_missing_data="ignore" if level else "notBreaching",
         )
 
     def stopped(self, what: str, metric: Metric, every_seconds: int, description: str) -> None:
         """ALARM when `metric`, written every `every_seconds` by a scheduled run, has no
         datum for two such periods (one when two would pass a day, CloudWatch's most):
         the runs stopped (a disabled rule, a deleted function, a permission taken away)."""
+        period = min(every_seconds, 86400)
+        self._alarm(
+            what,
+            metric,
+            description,
+            statistic="SampleCount",
+            period=period,
+            evaluation_periods=2 if 2 * period <= 86400 else 1,
+            comparison_operator="LessThanThreshold",
+            treat_missing_data="breaching",
+        )
+
+    def _alarm(self, what: str, metric: Metric, description: str, **settings: Any) -> None:
+        """One alarm on `metric` against a threshold of 1, telling this component's
+        alarm actions of ALARM and OK."""
         if not self.options.alarms:
             return
-        period = min(every_seconds, 86400)
         actions = list(self.options.alarm_actions)
         self.alarms.append(
             aws.cloudwatch.MetricAlarm(
@@ -140,15 +143,11 @@ class Watch:
                 namespace=metric.namespace,
                 metric_name=metric.name,
                 dimensions=dict(metric.dimensions),
-                statistic="SampleCount",
-                period=period,
-                evaluation_periods=2 if 2 * period <= 86400 else 1,
                 threshold=1,
-                comparison_operator="LessThanThreshold",
-                treat_missing_data="breaching",
                 alarm_actions=actions,
                 ok_actions=actions,
                 opts=pulumi.ResourceOptions(parent=self.parent),
+                **settings,
             )
         )
 
