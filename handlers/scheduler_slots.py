@@ -102,6 +102,12 @@ HOLD_MARGIN_SECONDS = 60  # left of an invocation's time after waiting for a lea
 # are two hosts' (both synchronised by the Amazon Time Sync Service, within milliseconds;
 # the margin is for the time a write spends in flight).
 LEASE_SKEW_SECONDS = 5
+# A claim is held this long at a time (never past its invocation's end), renewed every
+# RENEW_SECONDS while its claimant has the message in hand (`Keeper`): a claimant that dies
+# leaves its messages to the slot's retry about a minute later, not at its invocation's
+# end. Three renewals may fail in a row before the lease ends under a live claimant.
+LEASE_SECONDS = 60
+RENEW_SECONDS = 15
 RECORD_ATTEMPTS = 8  # a delivered message's final status write (`record`)
 # ...tried until this long after the deadline (the deadline is a minute before the
 # invocation's end): a final write still failing then fails StatusNotRecorded, not a timeout
@@ -780,6 +786,78 @@ def release(table: str, message_id: str, me: str, token: str | None = None) -> s
     return "RELEASED"
 
 
+def renew(table: str, message_id: str, me: str, lease: float) -> bool:
+    """`me`'s claim held until `lease`: whether it is still `me`'s (a renewal that failed
+    otherwise is tried again at the next turn, the lease not yet ended)."""
+    try:
+        _client("dynamodb").update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression="SET lease = :lease",
+            ConditionExpression="#s = :firing AND claimed_by = :me",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":lease": {"N": f"{lease:.3f}"},
+                ":firing": {"S": Status.FIRING},
+                ":me": {"S": me},
+            },
+        )
+    except ClientError as exc:
+        if aws_code(exc) == "ConditionalCheckFailedException":
+            return False  # ended, released or taken over: nothing to hold
+        log("WARNING", "lease not renewed", message_id=message_id, error=repr(exc))
+    except Exception as exc:
+        log("WARNING", "lease not renewed", message_id=message_id, error=repr(exc))
+    return True
+
+
+class Keeper:
+    """Holds an invocation's claims while it has their messages in hand: each claim's lease
+    is LEASE_SECONDS ahead (never past the invocation's `end`), renewed every RENEW_SECONDS
+    on a thread of its own (`run`, started by `beside`). The thread dies with its sandbox,
+    so a claimant that dies stops renewing: its claims end a minute later at most."""
+
+    def __init__(self, table: str, me: str, end: float) -> None:
+        self.table, self.me, self.end = table, me, end
+        self._held: set[str] = set()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+
+    def lease(self) -> float:
+        return min(self.end, time.time() + LEASE_SECONDS)
+
+    def hold(self, message_id: str) -> None:
+        with self._lock:
+            self._held.add(message_id)
+
+    def drop(self, message_id: str) -> None:
+        with self._lock:
+            self._held.discard(message_id)
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def run(self, pause: Callable[[float], object] | None = None) -> None:
+        """Renew until stopped, `pause` (by default: until stopped, or RENEW_SECONDS) between
+        turns. (A thread frozen with its invocation ends when it thaws, stopped.)"""
+        pause = pause or self._stopped.wait
+        while True:
+            pause(RENEW_SECONDS)
+            if self._stopped.is_set():
+                return
+            with self._lock:
+                held = sorted(self._held)
+            lease = self.lease()
+            for message_id in held:
+                if not renew(self.table, message_id, self.me, lease):
+                    self.drop(message_id)
+
+
+def beside(run: Callable[[], None]) -> None:
+    """`run` on a thread of its own, which never keeps the invocation (or a test) alive."""
+    threading.Thread(target=run, name="lease-keeper", daemon=True).start()
+
+
 def fire_one(
     table: str,
     item: dict[str, Any],
@@ -857,6 +935,7 @@ def fire(
     until when a throttled delivery may be retried. `only`: a slot of one, that message
     (claimed by its key: no index read, so nothing for the index to miss)."""
     lease = lease if lease is not None else time.time() + SLOT_SECONDS
+    keeper = Keeper(table, me, lease)
     statuses = (Status.STANDBY, Status.FIRING) if retried else (Status.STANDBY,)
     ids = [only] if only else members(table, slot, statuses, shard, of)
     if of == 1 and len(ids) > CHUNK and invoke is not None:
@@ -879,10 +958,12 @@ def fire(
             ids = [i for i in ids if i not in in_hand]
             in_hand.update(ids)
             seen.update(ids)
-        claims = list(pool.map(lambda i: claim_once(table, i, me, lease, deadline), ids))
+        claims = list(pool.map(lambda i: claim_once(table, i, me, keeper.lease(), deadline), ids))
         claimed = []
         with books:
             for message_id, answer in zip(ids, claims, strict=True):
+                if not isinstance(answer, Exception) and answer.item is not None:
+                    keeper.hold(message_id)
                 if isinstance(answer, Exception):
                     refused.add(message_id)
                     in_hand.discard(message_id)  # (a later read may try again)
@@ -897,7 +978,14 @@ def fire(
                 if answer.item is None:
                     in_hand.discard(message_id)  # (not ours: a later read may try again)
         claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
-        firing = [pool.submit(fire_one, table, c, recorder, me, deadline, handled) for c in claimed]
+
+        def fire_held(item: dict[str, Any]) -> concurrent.futures.Future[str]:
+            future = fire_one(table, item, recorder, me, deadline, handled)
+            message_id: str = item["id"]["S"]
+            future.add_done_callback(lambda _: keeper.drop(message_id))
+            return future
+
+        firing = [pool.submit(fire_held, c) for c in claimed]
         failure: BaseException | None = None
         for fired in firing:  # every outcome counted, a failed one's beside the others
             try:
@@ -910,6 +998,7 @@ def fire(
         if failure is not None:
             raise failure
 
+    beside(keeper.run)
     try:
         # the pool stops first: a delivery still running hands its status to the recorder
         with recorder, pool:
@@ -942,6 +1031,7 @@ def fire(
             raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], [me])) from exc
         raise
     finally:
+        keeper.stop()  # (every message recorded, released, or given back below)
         # An invocation failing between its claims and their sends gives back the rest
         # (after every thread has stopped: none of them is sending); so does a claim whose
         # every answer was lost (it may have landed: `release` is ours only if it did).

@@ -15,7 +15,7 @@ threads are scheduled, while the handlers run unchanged (blocking calls, their o
   DETACHED) while it, paused, finishes the call it had in flight later, in the
   background, and dies (its own children, other invocations, go on).
 - `background`: an invocation nobody waits for (its caller's read timed out), run when
-  nothing else can, or at a `switch`.
+  nothing else can, or at a `switch`; `companion`: a thread of an invocation's, the same.
 
 - `sleep`: the running process waits until a time; the others run meanwhile, and the
   clock moves on to the earliest waking sleeper only when none can (a discrete-event
@@ -188,6 +188,17 @@ class Interleaver:
         me = self._require()
         process = self._new(name, fn, me, invocation=True)
         process.deadline = deadline
+        process.background = True
+        with self._cv:
+            self._background.append(process)
+        return process
+
+    def companion(self, name: str, fn: Callable[[], Any]) -> Process:
+        """A thread of this process's invocation, nobody waiting for it (run in the
+        background, later or at a switch): its calls are the invocation's, and it dies
+        with it (a dead sandbox makes no call)."""
+        me = self._require()
+        process = self._new(name, fn, me, invocation=False)
         process.background = True
         with self._cv:
             self._background.append(process)

@@ -289,6 +289,26 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
+        "slot-claims-held-to-invocation-end",
+        "finding 4: a claim is held until its invocation's end, not a minute at a time: a "
+        "claimant that dies early strands its messages for up to 15 minutes and a sweep",
+        "handlers/scheduler_slots.py",
+        "        return min(self.end, time.time() + LEASE_SECONDS)",
+        "        return self.end",
+        "slot",
+    ),
+    Mutant(
+        "slot-lease-not-renewed",
+        "a claim's lease is never renewed: a live claimant still waiting for a slow target "
+        "is taken over, and its message sent again",
+        "handlers/scheduler_slots.py",
+        "            for message_id in held:\n"
+        "                if not renew(self.table, message_id, self.me, lease):",
+        "            for message_id in []:\n"
+        "                if not renew(self.table, message_id, self.me, lease):",
+        "scheduler",
+    ),
+    Mutant(
         "slot-fifo-resent-past-window",
         "a FIFO queue's message is resent past its 5-minute deduplication interval (a claim "
         "taken over after its claimant died, 15 minutes on): SQS delivers it again",

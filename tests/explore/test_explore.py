@@ -164,6 +164,14 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "the restart 16 minutes on sent it again, past SQS's deduplication interval",
     ),
     (
+        slots,
+        "crash@16",
+        1,
+        "slot defect 9 (slot-claims-held-to-invocation-end, finding 4 of the targets "
+        "issue): a worker died after its claims; they were held to its end, its slot's "
+        "retry could not wait that long, and the message fired 1,033 s late",
+    ),
+    (
         lambda: scenarios.SchedulerScenario(),
         "fail@10,fail@11",
         229,

@@ -445,3 +445,64 @@ def test_a_state_machine_is_known_by_its_own_arn_from_a_versions_or_an_aliass() 
     machine = "arn:aws:states:us-east-1:1:stateMachine:orders"
     assert machine_of(machine) == machine_of(f"{machine}:live") == machine_of(f"{machine}:3")
     assert machine_of(machine) == machine
+
+
+def test_a_claim_is_held_a_minute_at_a_time_and_renewed_while_its_claimant_lives(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    start = time.time()
+    clock = {"now": start}
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    slot, [message_id] = due_slot(config, [0.0])
+    keeper = scheduler_slots.Keeper(config.table, "a", end=start + 900)
+    assert scheduler_slots.claim(config.table, message_id, "a", keeper.lease()).item
+    keeper.hold(message_id)
+    turns = iter(range(3))
+
+    def pause(seconds: float) -> None:  # three turns of the keeper's, then it is stopped
+        clock["now"] += seconds
+        if next(turns, None) is None:
+            keeper.stop()
+
+    # WHEN its claimant works on for 45 s (the keeper renewing every 15 s)
+    keeper.run(pause)
+    renewed = clock["now"] - scheduler_slots.RENEW_SECONDS + scheduler_slots.LEASE_SECONDS
+    # THEN another claimant finds it held until a minute after the last renewal
+    clock["now"] = renewed - 1
+    held = scheduler_slots.claim(config.table, message_id, "b", clock["now"] + 60)
+    assert held.item is None and held.held_until == pytest.approx(renewed, abs=0.01)
+    # AND once its claimant stopped renewing (it died), it is taken over a minute later
+    clock["now"] = renewed + scheduler_slots.LEASE_SKEW_SECONDS + 1
+    assert scheduler_slots.claim(config.table, message_id, "b", clock["now"] + 60).item
+    # AND the first claimant's renewal then finds it no longer its own (and drops it)
+    assert not scheduler_slots.renew(config.table, message_id, "a", clock["now"] + 60)
+    # AND a lease never runs past its invocation's end
+    assert scheduler_slots.Keeper(config.table, "c", end=clock["now"] + 10).lease() == (
+        clock["now"] + 10
+    )
+
+
+def test_a_fire_that_died_after_its_claims_leaves_them_to_its_retry_within_a_minute(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (finding 4 of the targets issue: the lease was the invocation's end, so a Fire that
+    # died a second after its claims left them FIRING to its lease's end and a sweep's)
+    clock = {"now": time.time()}
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
+    target = Target()
+    monkeypatch.setattr(scheduler_slots, "send", target)
+    # (its target drops a redelivery: a claim counts its send, and a send counted by a
+    # claimant that died may have been made; to any other it would end UNKNOWN)
+    slot, [message_id] = due_slot(config, [0.0], "again")
+    # GIVEN attempt 0 claimed it (as a Fire's claims are held) and died at once
+    dead = scheduler_slots.Keeper(config.table, "x#0#r", end=clock["now"] + 900)
+    assert scheduler_slots.claim(config.table, message_id, "x#0#r", dead.lease()).item
+    died = clock["now"]
+    # WHEN the Fire's retry runs, with 14 minutes of its own
+    end = clock["now"] + 840
+    counts = scheduler_slots.fire(config.table, slot, "x#1#r", retried=True, lease=end)
+    # THEN it waited for the dead claim's minute, took it over and delivered it
+    assert counts == {"skipped": 0, "DONE": 1} and [i for i, _ in target.sent] == [message_id]
+    assert clock["now"] - died < scheduler_slots.LEASE_SECONDS + 10
+    assert final(config, message_id)[0] == "DONE"
