@@ -158,6 +158,18 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
     }
 
 
+def _standard_only(channel: str, arn: str, machine_type: str | None) -> str | None:
+    """A channel's state machine must be STANDARD: StartExecution starts an EXPRESS
+    workflow's name again ("Idempotency is not automatically managed")."""
+    if machine_type == "EXPRESS":
+        raise ValueError(
+            f"channel {channel!r}'s target {arn} is an EXPRESS state machine: Step Functions "
+            "starts a second execution of a name it already started, so a message could run "
+            "twice; give a STANDARD state machine (or a Lambda function that starts it)"
+        )
+    return machine_type
+
+
 def _invoker_item(channel: str, redeliver: bool, target_arn: str) -> str:
     """The table item naming a channel's target, and whether it may be sent a message again
     after an unknown outcome (handlers/targets.py: resend_policy)."""
@@ -175,7 +187,8 @@ class SchedulerArgs:
     """Channel name -> the ARN of what a message of that channel is delivered to: a Lambda
     function, an SQS queue (FIFO: deduplicated by message id), an SNS topic, a Step
     Functions state machine (STANDARD: the execution named by the message id; an EXPRESS one
-    is never sent to) or an EventBridge bus."""
+    given by its ARN fails the preview, one given as an Output is never sent to) or an
+    EventBridge bus."""
     redeliver: Defaulted[list[str]] = dataclasses.field(default_factory=list)
     """Channels whose target drops a redelivery by the message id (a function wrapped in
     `exactly_once.receiver.receiver` does), or accepts a message twice: a send whose
@@ -382,17 +395,30 @@ class Scheduler(Component):
         )
 
     def _channels(self, name: str, args: SchedulerArgs) -> dict[str, pulumi.Output[str]]:
-        """Channel -> target ARN, each stored as an INVOKER item the API looks up."""
+        """Channel -> target ARN, each stored as an INVOKER item the API looks up. A state
+        machine given by its ARN is read (its type is not in the ARN): an EXPRESS one fails
+        the preview with the reason (`_standard_only`); one given as an Output is checked
+        by the slot function before its first start."""
         targets = {
             channel: pulumi.Output.from_input(target) for channel, target in args.channels.items()
         }
         for channel, arn in targets.items():
             redeliver = channel in args.redeliver
+            item = arn.apply(functools.partial(_invoker_item, channel, redeliver))
+            given = args.channels[channel]
+            if isinstance(given, str) and kind_of(given) == TargetKind.STATES:
+                machine = aws.sfn.StateMachine.get(
+                    f"{name}-channel-{channel}-machine",
+                    machine_of(given),
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                checked = machine.type.apply(functools.partial(_standard_only, channel, given))
+                item = pulumi.Output.all(item, checked).apply(lambda both: str(both[0]))
             aws.dynamodb.TableItem(
                 f"{name}-channel-{channel}",
                 table_name=self.table.name,
                 hash_key="pk",
-                item=arn.apply(functools.partial(_invoker_item, channel, redeliver)),
+                item=item,
                 opts=pulumi.ResourceOptions(parent=self),
             )
         return targets

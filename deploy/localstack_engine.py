@@ -115,6 +115,8 @@ class Engine(pulumi.runtime.Mocks):
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, Outputs]:
         if args.typ.startswith("pulumi:providers:") or not args.custom:
             return f"{args.name}-id", dict(args.inputs)  # providers and components: no cloud object
+        if args.resource_id:  # `Resource.get`: read an existing object, never create one
+            return args.resource_id, self._read(args.typ, args.name, args.resource_id)
         handler = HANDLERS.get(args.typ)
         if handler is None:
             raise UnsupportedResource(
@@ -129,6 +131,14 @@ class Engine(pulumi.runtime.Mocks):
         self._record(args.typ, args.name, id_, state)
         LOG.info("created %s %s (%.1fs)", args.typ, args.name, time.monotonic() - started)
         return id_, state
+
+    def _read(self, typ: str, name: str, id_: str) -> Outputs:
+        if typ == "aws:sfn/stateMachine:StateMachine":  # (a scheduler channel's type)
+            found = self.client("stepfunctions").describe_state_machine(stateMachineArn=id_)
+            return {"id": id_, "arn": id_, "name": found["name"], "type": found["type"]}
+        raise UnsupportedResource(
+            f"the LocalStack engine cannot read resource type {typ!r} (resource {name!r})"
+        )
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list]:
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":

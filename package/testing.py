@@ -109,15 +109,31 @@ class Mocks(pulumi.runtime.Mocks):
         return found[0]
 
 
+def _forget_the_last_program() -> None:
+    """Pulumi keeps a failed program's error, and its Outputs still pending, for the program
+    after it (its RPC manager and pending Outputs outlive set_mocks): a test after one whose
+    program failed on an Output would fail with that error."""
+    from pulumi.runtime import settings
+
+    settings._get_rpc_manager().clear()
+    outputs = getattr(settings.SETTINGS, "outputs", None)  # (not in every release)
+    if outputs is not None:
+        with settings.SETTINGS.lock:
+            outputs.clear()
+
+
 def run(
     program: Callable[[], object],
     config: Mapping[str, str] | None = None,
     project: str = "project",
     stack: str = "test",
+    mocks: Mocks | None = None,
 ) -> Mocks:
-    """Declare `program`'s resources under fresh mocks and wait for every one of them.
+    """Declare `program`'s resources under fresh mocks (or `mocks`, a subclass of yours
+    that answers some resources or calls its own way) and wait for every one of them.
     `config`: the stack's config as Pulumi keys it ({"project:key": "value"})."""
-    mocks = Mocks()
+    mocks = mocks if mocks is not None else Mocks()
+    _forget_the_last_program()
     pulumi.runtime.set_all_config(dict(config or {}))
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
 

@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pulumi
 import pytest
 
+from exactly_once import testing
 from exactly_once.components.api_starter import ApiGatewayStarterArgs
 from exactly_once.components.name_dedup import NameDedupStarterArgs
 from exactly_once.components.roles import RoleOptions
-from exactly_once.components.scheduler import SchedulerArgs
+from exactly_once.components.scheduler import Scheduler, SchedulerArgs
 
 WORKFLOW = {"StartAt": "Done", "States": {"Done": {"Type": "Succeed"}}}
 CHANNELS: dict[str, Any] = {"demo": "arn:aws:lambda:us-east-1:123456789012:function:target"}
@@ -47,3 +49,27 @@ def test_what_aws_takes_is_taken() -> None:
     )
     RoleOptions(permissions_boundary="arn:aws-us-gov:iam::aws:policy/PowerUserAccess", path="/")
     ApiGatewayStarterArgs(definition=json.dumps(WORKFLOW), stage_name="v1")
+
+
+class ExpressMachines(testing.Mocks):
+    """Every state machine read by its ARN is an EXPRESS one."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        id_, outputs = super().new_resource(args)
+        if args.resource_id and args.typ == "aws:sfn/stateMachine:StateMachine":
+            return args.resource_id, {**outputs, "arn": args.resource_id, "type": "EXPRESS"}
+        return id_, outputs
+
+
+def test_an_express_state_machine_channel_fails_the_preview_with_the_reason() -> None:
+    # (Express: "Idempotency is not automatically managed": a name would start twice; its
+    # type is not in its ARN, so the component reads the machine)
+    express = "arn:aws:states:us-east-1:123456789012:stateMachine:fast"
+    with pytest.raises(Exception, match=r"'fast''s target .* is an EXPRESS state machine"):
+        testing.run(
+            lambda: Scheduler("c", SchedulerArgs({"fast": express})), mocks=ExpressMachines()
+        )
+    # AND a STANDARD one (the read answers its type) deploys, read and never created
+    mocks = testing.run(lambda: Scheduler("c", SchedulerArgs({"flow": express})))
+    [read] = [r for r in mocks.of_type("aws:sfn/stateMachine:StateMachine") if r.resource_id]
+    assert read.resource_id == express and read.name == "c-channel-flow-machine"

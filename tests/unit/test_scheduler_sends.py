@@ -453,7 +453,7 @@ def test_a_claim_is_held_a_minute_at_a_time_and_renewed_while_its_claimant_lives
     start = time.time()
     clock = {"now": start}
     monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
-    slot, [message_id] = due_slot(config, [0.0])
+    _, [message_id] = due_slot(config, [0.0])
     keeper = scheduler_slots.Keeper(config.table, "a", end=start + 900)
     assert scheduler_slots.claim(config.table, message_id, "a", keeper.lease()).item
     keeper.hold(message_id)
