@@ -360,6 +360,46 @@ def test_a_burst_into_a_target_running_one_at_a_time_ends_as_the_target_saw_each
         assert len(item["sends"]["SS"]) == 1, item["sends"]
 
 
+@pytest.mark.waits  # an alarm period or two
+def test_a_target_slower_than_its_timeout_ends_unknown_sent_once_with_its_alarm_in_alarm(
+    scheduler: dict[str, Any],
+) -> None:
+    # GIVEN a message whose target (the serial demo target: its timeout 10 s, and it drops no
+    # redelivery: not in `redeliver`) runs 15 s: Lambda stops it at its timeout, its effect
+    # written first ("might have run completely, partially, or not at all")
+    status, created = post(
+        scheduler,
+        {"publishTime": time.time() + 2, "channel": "serial", "parameters": {"runSeconds": 15}},
+    )
+    assert status == 201
+    message_id = created["id"]
+    # THEN the message ends UNKNOWN with Lambda's error (never FAILED: it may have taken
+    # effect; never DONE: nobody saw it end), having been sent once, and is never resent
+    final = eventually(
+        lambda: (m := message(scheduler, message_id)[1])["status"] not in ("STANDBY", "FIRING")
+        and m,
+        timeout=120,
+    )
+    assert final["status"] == "UNKNOWN", final
+    assert "Sandbox.Timedout" in final["error"] or "timed out" in final["error"], final
+    item = client("dynamodb").get_item(
+        TableName=scheduler["table"], Key=slots.message_key(message_id), ConsistentRead=True
+    )["Item"]
+    assert len(item["sends"]["SS"]) == 1, item["sends"]
+    record = fire_record(scheduler["firesTables"]["serial"], message_id)
+    assert record is not None and record["fires"] == 1, record  # (its effect, before the timeout)
+    # AND the messages-unknown alarm goes to ALARM (the Unknown metric)
+    [unknown_alarm] = [n for n in scheduler["alarmNames"] if "messages-unknown" in n]
+
+    def alarm_state() -> str:
+        [alarm] = client("cloudwatch").describe_alarms(AlarmNames=[unknown_alarm])["MetricAlarms"]
+        return str(alarm["StateValue"])
+
+    assert eventually(lambda: alarm_state() == "ALARM", timeout=240, interval=5)
+    time.sleep(5)
+    assert fire_record(scheduler["firesTables"]["serial"], message_id)["fires"] == 1
+
+
 def test_a_target_failing_every_retry_ends_failed_with_its_error_visible(
     scheduler: dict[str, Any],
 ) -> None:
