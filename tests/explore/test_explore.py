@@ -172,6 +172,14 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "retry could not wait that long, and the message fired 1,033 s late",
     ),
     (
+        slots,
+        "dup@15",
+        12,
+        "slot defect 10 (slot-lease-not-renewed): a restart took over the claim of a live "
+        "claimant waiting 100 s for its target, its lease never renewed: the message ended "
+        "UNKNOWN though its target answered",
+    ),
+    (
         lambda: scenarios.SchedulerScenario(),
         "fail@10,fail@11",
         229,

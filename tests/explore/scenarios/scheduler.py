@@ -76,6 +76,16 @@ SWEEP_FN = ARN.format("lambda", "function:sweep")
 # outcome unseen), one slow. (Numbers the kept replays of tests/explore/test_explore.py
 # use are left alone: their schedules replay as they were found.)
 TARGET_SECONDS = {9: 2000.0, 2: 40.0}
+# ...and every 20th from the 12th, a target that answers after longer than a claim's lease
+# (never renewed, it would end while its claimant waits: another would take it over) and
+# well within its caller's wait
+LONGER_THAN_A_LEASE = 100.0
+
+
+def target_seconds(number: int) -> float:
+    if number % 20 == 12:
+        return LONGER_THAN_A_LEASE
+    return TARGET_SECONDS.get(number % 10, 0.0)
 
 
 FIFO_ARN = ARN.format("sqs", "target.fifo")
@@ -264,7 +274,7 @@ class SchedulerScenario(Scenario):
         self.gave_up.clear()
         self.gave_up_by.clear()
         number = int(world.tag.lstrip("s"))
-        seconds = TARGET_SECONDS.get(number % 10, 0.0)
+        seconds = target_seconds(number)
         queue = FifoQueue(clock)
         world.injector.models.append(queue.answer)
         fifo = not (self.slots or self.cancel) and number % 3 == FIFO_SCHEDULES
