@@ -376,8 +376,9 @@ def test_a_target_slower_than_its_timeout_ends_unknown_sent_once_with_its_alarm_
     # THEN the message ends UNKNOWN with Lambda's error (never FAILED: it may have taken
     # effect; never DONE: nobody saw it end), having been sent once, and is never resent
     final = eventually(
-        lambda: (m := message(scheduler, message_id)[1])["status"] not in ("STANDBY", "FIRING")
-        and m,
+        lambda: (
+            (m := message(scheduler, message_id)[1])["status"] not in ("STANDBY", "FIRING") and m
+        ),
         timeout=120,
     )
     assert final["status"] == "UNKNOWN", final
