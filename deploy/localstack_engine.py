@@ -113,10 +113,10 @@ class Engine(pulumi.runtime.Mocks):
 
     # -- pulumi.runtime.Mocks ------------------------------------------------------------
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, Outputs]:
+        if args.resource_id:  # `Resource.get` (its args carry no `custom`): read, never create
+            return args.resource_id, self._read(args.typ, args.name, args.resource_id)
         if args.typ.startswith("pulumi:providers:") or not args.custom:
             return f"{args.name}-id", dict(args.inputs)  # providers and components: no cloud object
-        if args.resource_id:  # `Resource.get`: read an existing object, never create one
-            return args.resource_id, self._read(args.typ, args.name, args.resource_id)
         handler = HANDLERS.get(args.typ)
         if handler is None:
             raise UnsupportedResource(

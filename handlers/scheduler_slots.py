@@ -196,6 +196,7 @@ def clients() -> None:
     """Every client, built once at cold start (not by 32 threads at once, each building one)."""
     for service in ("dynamodb", "lambda", "sqs", "sns", "stepfunctions", "events"):
         _client(service)
+    _renewals()
 
 
 # -- reading the slot ------------------------------------------------------------------------
@@ -248,9 +249,10 @@ def send_token(me: str, n: int) -> str:
 
 
 def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
-    """STANDBY -> FIRING for `me`, holding it until `lease` (the claiming invocation's end);
-    or FIRING taken over from a claimant whose lease ended `LEASE_SKEW_SECONDS` ago (dead:
-    Lambda stopped it at its timeout; or it released what it never sent); or `me`'s own
+    """STANDBY -> FIRING for `me`, holding it until `lease` (a minute ahead, renewed by its
+    `Keeper` while in hand); or FIRING taken over from a claimant whose lease ended
+    `LEASE_SKEW_SECONDS` ago (it stopped renewing: dead, or its renewals failing for
+    longer than the lease's slack, when its own sends stop: `Sending.held`); or `me`'s own
     earlier claim (a claim resent after a lost answer). The claim counts its first send
     (`sends`, and `first_sent` if none was before): a claimant that dies after it is taken
     to have sent."""
@@ -298,17 +300,21 @@ class OutOfTime(Exception):
 
 
 def claim_once(
-    table: str, message_id: str, me: str, lease: float, deadline: float | None = None
+    table: str,
+    message_id: str,
+    me: str,
+    lease: float | Callable[[], float],
+    deadline: float | None = None,
 ) -> Claim | Exception:
     """`claim`, its own errors retried with back-off (a burst may meet the table's
     throughput after the SDK's retries): the claim, or the last error (OutOfTime past
     `deadline`); never a failure that would end the invocation after other messages
-    were claimed."""
+    were claimed. `lease` may be a function: each try holds the claim from its own time."""
     for attempt in range(CLAIM_ATTEMPTS):
         if deadline is not None and time.time() >= deadline:
             return OutOfTime(message_id)
         try:
-            return claim(table, message_id, me, lease)
+            return claim(table, message_id, me, lease() if callable(lease) else lease)
         except Exception as exc:
             if attempt == CLAIM_ATTEMPTS - 1:
                 log("WARNING", "not claimed", message_id=message_id, error=repr(exc))
@@ -549,6 +555,7 @@ class Sending:
     mine: int = 1  # this claimant's counted sends
     unspent: bool = True  # the last one counted was not made, or was refused unrun
     last: OutcomeUnknown | TargetFailed | None = None  # a send that may have run, and failed
+    keeper: Keeper | None = None  # holds the claim: asked before every send (`held`)
 
     @classmethod
     def of(cls, table: str, item: dict[str, Any], me: str, policy: Resend) -> Sending:
@@ -569,6 +576,18 @@ class Sending:
                 raise last
             raise OutcomeUnknown(last.error, f"{last.cause} (not resent: {NOT_RESENT})")
         self.in_window()
+
+    def held(self) -> None:
+        """Before every send: the claim is still this claimant's for long enough to make it
+        (its lease renewed: `Keeper`), else TakenOver (another claimant has it) or
+        OutOfTime (renewals failing: the lease may end under the send; released)."""
+        if self.keeper is None:
+            return
+        until = self.keeper.held_until(self.message_id)
+        if until is None:
+            raise TakenOver(self.message_id)
+        if until - time.time() < MIN_SEND_SECONDS + LEASE_SKEW_SECONDS:
+            raise OutOfTime(self.message_id)
 
     def in_window(self) -> None:
         """Before each send that follows one that may have run: a FIFO target's is made
@@ -664,6 +683,7 @@ def deliver(
         if left is not None and left < MIN_SEND_SECONDS:
             raise OutOfTime(delivery["id"])
         if sending is not None:
+            sending.held()
             sending.in_window()
         try:
             send(target_arn, delivery, left)
@@ -786,11 +806,32 @@ def release(table: str, message_id: str, me: str, token: str | None = None) -> s
     return "RELEASED"
 
 
-def renew(table: str, message_id: str, me: str, lease: float) -> bool:
-    """`me`'s claim held until `lease`: whether it is still `me`'s (a renewal that failed
-    otherwise is tried again at the next turn, the lease not yet ended)."""
+# A renewal is answered within seconds or given up for the next turn: one hung call must
+# not spend a lease's slack (LEASE_SECONDS - RENEW_SECONDS) on its own.
+RENEW_READ_SECONDS, RENEW_SENDS = 4, 2
+
+
+@functools.cache
+def _renewals() -> Any:
+    """The keeper's DynamoDB client: short timeouts, two sends at most."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(
+        max_pool_connections=THREADS,
+        connect_timeout=RENEW_READ_SECONDS,
+        read_timeout=RENEW_READ_SECONDS,
+        retries={"total_max_attempts": RENEW_SENDS, "mode": "standard"},
+    )
+    with _BUILDING:
+        return boto3.client("dynamodb", config=config)
+
+
+def renew(table: str, message_id: str, me: str, lease: float) -> bool | None:
+    """`me`'s claim held until `lease`: True, False if it is no longer `me`'s, None if the
+    renewal failed (tried again at the next turn, the lease not yet ended)."""
     try:
-        _client("dynamodb").update_item(
+        _renewals().update_item(
             TableName=table,
             Key=message_key(message_id),
             UpdateExpression="SET lease = :lease",
@@ -806,51 +847,74 @@ def renew(table: str, message_id: str, me: str, lease: float) -> bool:
         if aws_code(exc) == "ConditionalCheckFailedException":
             return False  # ended, released or taken over: nothing to hold
         log("WARNING", "lease not renewed", message_id=message_id, error=repr(exc))
+        return None
     except Exception as exc:
         log("WARNING", "lease not renewed", message_id=message_id, error=repr(exc))
+        return None
     return True
 
 
 class Keeper:
     """Holds an invocation's claims while it has their messages in hand: each claim's lease
     is LEASE_SECONDS ahead (never past the invocation's `end`), renewed every RENEW_SECONDS
-    on a thread of its own (`run`, started by `beside`). The thread dies with its sandbox,
-    so a claimant that dies stops renewing: its claims end a minute later at most."""
+    on a thread of its own (`run`, started by `beside`), side by side, each from its own
+    time. The thread dies with its sandbox (Lambda resets an environment whose invocation
+    timed out or crashed), so a claimant that dies stops renewing: its claims end a minute
+    later at most. A sender asks `held_until` before every send (`Sending.held`)."""
 
     def __init__(self, table: str, me: str, end: float) -> None:
         self.table, self.me, self.end = table, me, end
-        self._held: set[str] = set()
+        self._held: dict[str, float] = {}  # message id -> its lease, as last written
+        self._lost: set[str] = set()  # no longer this claimant's
         self._lock = threading.Lock()
         self._stopped = threading.Event()
 
     def lease(self) -> float:
         return min(self.end, time.time() + LEASE_SECONDS)
 
-    def hold(self, message_id: str) -> None:
+    def hold(self, message_id: str, lease: float) -> None:
         with self._lock:
-            self._held.add(message_id)
+            self._held[message_id] = lease
+            self._lost.discard(message_id)
 
     def drop(self, message_id: str) -> None:
         with self._lock:
-            self._held.discard(message_id)
+            self._held.pop(message_id, None)
+
+    def held_until(self, message_id: str) -> float | None:
+        """When the claim's lease ends, as last written (None: it is another's now)."""
+        with self._lock:
+            if message_id in self._lost:
+                return None
+            return self._held.get(message_id, math.inf)  # (not held here: not ours to say)
 
     def stop(self) -> None:
         self._stopped.set()
 
     def run(self, pause: Callable[[float], object] | None = None) -> None:
         """Renew until stopped, `pause` (by default: until stopped, or RENEW_SECONDS) between
-        turns. (A thread frozen with its invocation ends when it thaws, stopped.)"""
+        turns. (A thread frozen with its invocation finds itself stopped when it thaws.)"""
         pause = pause or self._stopped.wait
-        while True:
-            pause(RENEW_SECONDS)
-            if self._stopped.is_set():
-                return
-            with self._lock:
-                held = sorted(self._held)
-            lease = self.lease()
-            for message_id in held:
-                if not renew(self.table, message_id, self.me, lease):
-                    self.drop(message_id)
+        with concurrent.futures.ThreadPoolExecutor(THREADS) as pool:
+            while True:
+                pause(RENEW_SECONDS)
+                if self._stopped.is_set():
+                    return
+                with self._lock:
+                    held = sorted(self._held)
+                list(pool.map(self._renew, held))
+
+    def _renew(self, message_id: str) -> None:
+        lease = self.lease()
+        if self._stopped.is_set():
+            return
+        renewed = renew(self.table, message_id, self.me, lease)
+        with self._lock:
+            if renewed and message_id in self._held:
+                self._held[message_id] = lease
+            elif renewed is False:
+                self._held.pop(message_id, None)
+                self._lost.add(message_id)
 
 
 def beside(run: Callable[[], None]) -> None:
@@ -865,6 +929,7 @@ def fire_one(
     me: str,
     deadline: float | None = None,
     handled: set[str] | None = None,
+    keeper: Keeper | None = None,
 ) -> concurrent.futures.Future[str]:
     """Sleep to the message's publish time, deliver it, and have `recorder` write DONE,
     FAILED (with the target's error, as Step Functions words a Task's) or UNKNOWN (sent,
@@ -881,6 +946,7 @@ def fire_one(
     target = item["target_arn"]["S"]
     redeliver = item.get("redeliver", {}).get("BOOL", False)
     sending = Sending.of(table, item, me, resend_policy(kind_of(target), redeliver))
+    sending.keeper = keeper
     if deadline is not None and time.time() >= deadline:
         return recorder.submit(release, table, message_id, me, sending.token())
     ended: TargetFailed | OutcomeUnknown
@@ -928,10 +994,11 @@ def fire(
     """Fire the slot's messages of this shard (shard 0 of 1: the whole slot, fanned out to
     `invoke`d workers past CHUNK messages, at most one per lane); counts by outcome (DONE,
     FAILED, UNRECORDED, NOT_CLAIMED: a claim that kept failing, skipped: cancelled, or
-    claimed by another). `me`: this attempt (`claimant`); its claims are held until
-    `lease`, this invocation's end. `retried`: a later attempt of the slot's Fire, or a
-    restart of a slot that failed: it also takes up FIRING messages whose claimant's lease
-    ended, waiting (within its own time) for an earlier attempt's to end. `deadline`:
+    claimed by another). `me`: this attempt (`claimant`); its claims are held a minute at
+    a time (`Keeper`), never past `lease`, this invocation's end. `retried`: a later
+    attempt of the slot's Fire, or a restart of a slot that failed: it also takes up FIRING
+    messages whose claimant's lease ended, waiting (within its own time) for an earlier
+    attempt's to end. `deadline`:
     until when a throttled delivery may be retried. `only`: a slot of one, that message
     (claimed by its key: no index read, so nothing for the index to miss)."""
     lease = lease if lease is not None else time.time() + SLOT_SECONDS
@@ -958,12 +1025,18 @@ def fire(
             ids = [i for i in ids if i not in in_hand]
             in_hand.update(ids)
             seen.update(ids)
-        claims = list(pool.map(lambda i: claim_once(table, i, me, keeper.lease(), deadline), ids))
+
+        def claim_held(message_id: str) -> Claim | Exception:
+            # held from the moment it lands, its lease as written
+            answer = claim_once(table, message_id, me, keeper.lease, deadline)
+            if not isinstance(answer, Exception) and answer.item is not None:
+                keeper.hold(message_id, float(answer.item["lease"]["N"]))
+            return answer
+
+        claims = list(pool.map(claim_held, ids))
         claimed = []
         with books:
             for message_id, answer in zip(ids, claims, strict=True):
-                if not isinstance(answer, Exception) and answer.item is not None:
-                    keeper.hold(message_id)
                 if isinstance(answer, Exception):
                     refused.add(message_id)
                     in_hand.discard(message_id)  # (a later read may try again)
@@ -980,9 +1053,16 @@ def fire(
         claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
 
         def fire_held(item: dict[str, Any]) -> concurrent.futures.Future[str]:
-            future = fire_one(table, item, recorder, me, deadline, handled)
+            future = fire_one(table, item, recorder, me, deadline, handled, keeper)
             message_id: str = item["id"]["S"]
-            future.add_done_callback(lambda _: keeper.drop(message_id))
+
+            def done(ended: concurrent.futures.Future[str]) -> None:
+                # (one delivered whose status never landed stays held to the invocation's
+                # end: it is never delivered again, and the sweep marks it)
+                if ended.exception() is not None or ended.result() != "UNRECORDED":
+                    keeper.drop(message_id)
+
+            future.add_done_callback(done)
             return future
 
         firing = [pool.submit(fire_held, c) for c in claimed]

@@ -243,7 +243,7 @@ def _firing(
     config: SchedulerSettings, now: float, context: Any, restarts: set[int], run: _Pass
 ) -> tuple[int, int]:
     """FIRING messages past their time: (slot restarts started, overdue). A slot's claim
-    whose lease ended (its claimant died: Lambda stopped it at its timeout) is taken up by
+    whose lease ended (its claimant stopped renewing it: it died) is taken up by
     a restart of its slot, one per sweep that finds it (`scheduler_slots.restart_name`:
     a restart whose index read missed it is followed by the next sweep's): at least once
     to the target, with the id, as any retried delivery. Not while the claimant's execution

@@ -67,6 +67,8 @@ class Mocks(pulumi.runtime.Mocks):
         self.resources.append(args)
         name = args.inputs.get("name") or args.inputs.get("namePrefix") or args.name
         arn = arn_of(args.typ, name)
+        if args.resource_id:  # `Resource.get` by its ARN (a Scheduler's state machine channel)
+            return args.resource_id, {**args.inputs, "arn": args.resource_id}
         version = "1" if args.inputs.get("publish") else "$LATEST"
         outputs = {
             **args.inputs,
@@ -115,7 +117,9 @@ def _forget_the_last_program() -> None:
     program failed on an Output would fail with that error."""
     from pulumi.runtime import settings
 
-    settings._get_rpc_manager().clear()
+    manager = getattr(settings, "_get_rpc_manager", None)  # (Pulumi's own: guarded)
+    if manager is not None:
+        manager().clear()
     outputs = getattr(settings.SETTINGS, "outputs", None)  # (not in every release)
     if outputs is not None:
         with settings.SETTINGS.lock:

@@ -54,6 +54,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     runtime.client.cache_clear()
     scheduler_slots._client.cache_clear()
+    scheduler_slots._renewals.cache_clear()
     scheduler._STARTED_SLOTS.clear()
     name_dedup.unusable.cache_clear()
     yield

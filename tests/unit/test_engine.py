@@ -19,6 +19,38 @@ def test_an_unmapped_resource_type_fails_loudly_naming_it() -> None:
         engine.new_resource(args)
 
 
+def test_a_got_resource_is_read_never_created() -> None:
+    # (`StateMachine.get`: the Scheduler reads a channel's machine for its type; the mock
+    # monitor's read carries no `custom`)
+    engine = Engine("test", "http://127.0.0.1:1", "us-east-1")
+    arn = "arn:aws:states:us-east-1:000000000000:stateMachine:fast"
+    read: list[str] = []
+
+    class StepFunctions:
+        def describe_state_machine(self, stateMachineArn: str) -> dict[str, str]:
+            read.append(stateMachineArn)
+            return {"name": "fast", "type": "EXPRESS"}
+
+    engine.client = lambda service: StepFunctions()  # type: ignore[method-assign]
+    args = pulumi.runtime.MockResourceArgs(
+        typ="aws:sfn/stateMachine:StateMachine",
+        name="c-channel-x-machine",
+        inputs={},
+        resource_id=arn,
+    )
+    assert engine.new_resource(args) == (
+        arn,
+        {"id": arn, "arn": arn, "name": "fast", "type": "EXPRESS"},
+    )
+    assert read == [arn] and engine.created == []
+    # AND a read of a type it cannot read fails loudly, never creating one
+    other = pulumi.runtime.MockResourceArgs(
+        typ="aws:ec2/instance:Instance", name="vm", inputs={}, resource_id="i-1"
+    )
+    with pytest.raises(UnsupportedResource, match="cannot read"):
+        engine.new_resource(other)
+
+
 def test_an_unknown_invoke_fails_loudly() -> None:
     engine = Engine("test", "http://127.0.0.1:1", "us-east-1")
     call = pulumi.runtime.MockCallArgs(token="aws:ec2/getAmi:getAmi", args={}, provider="")

@@ -409,6 +409,8 @@ def test_a_fifo_resend_held_back_by_throttles_past_the_interval_is_never_sent(
         raise ClientError({"Error": {"Code": "ThrottlingException"}}, "SendMessage")
 
     monkeypatch.setattr(scheduler_slots, "send", lost_then_throttled)
+    # (a lease that outlasts the test's clock: no keeper thread renews it by that clock)
+    monkeypatch.setattr(scheduler_slots, "LEASE_SECONDS", 900)
     slot, [message_id] = due_slot(config, [0.0], "fifo")
     clock["now"] = slot + 0.5
     scheduler_slots.fire(config.table, slot, "x#0#r", deadline=slot + 800, lease=slot + 860)
@@ -456,7 +458,7 @@ def test_a_claim_is_held_a_minute_at_a_time_and_renewed_while_its_claimant_lives
     _, [message_id] = due_slot(config, [0.0])
     keeper = scheduler_slots.Keeper(config.table, "a", end=start + 900)
     assert scheduler_slots.claim(config.table, message_id, "a", keeper.lease()).item
-    keeper.hold(message_id)
+    keeper.hold(message_id, keeper.lease())
     turns = iter(range(3))
 
     def pause(seconds: float) -> None:  # three turns of the keeper's, then it is stopped
@@ -506,3 +508,70 @@ def test_a_fire_that_died_after_its_claims_leaves_them_to_its_retry_within_a_min
     assert counts == {"skipped": 0, "DONE": 1} and [i for i, _ in target.sent] == [message_id]
     assert clock["now"] - died < scheduler_slots.LEASE_SECONDS + 10
     assert final(config, message_id)[0] == "DONE"
+
+
+class StopTurns(Exception):
+    pass
+
+
+def test_a_claim_in_hand_is_renewed_and_a_claimant_that_lost_it_sends_nothing_more(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = {"now": time.time()}
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
+    keepers: list[Any] = []
+    monkeypatch.setattr(scheduler_slots, "beside", keepers.append)  # its turns taken by hand
+
+    def turns(count: int) -> None:
+        """The keeper's next `count` turns, RENEW_SECONDS apart."""
+        left = iter(range(count))
+
+        def pause(seconds: float) -> None:
+            if next(left, None) is None:
+                raise StopTurns
+            clock["now"] += seconds
+
+        with pytest.raises(StopTurns):
+            keepers[-1](pause)
+
+    def lease_of(message_id: str) -> float:
+        return float(status_of(config, message_id)["lease"]["N"])
+
+    # GIVEN a target that runs 45 s
+    slot, [slow] = due_slot(config, [0.0])
+    claimed: list[float] = []
+
+    def runs_45_seconds(target_arn: str, delivery: dict[str, Any], within: float | None = None):
+        claimed.append(lease_of(slow))
+        turns(3)  # the keeper's turns while the target runs
+        claimed.append(lease_of(slow))
+
+    monkeypatch.setattr(scheduler_slots, "send", runs_45_seconds)
+    assert scheduler_slots.fire(config.table, slot, "x#0#a") == {"skipped": 0, "DONE": 1}
+    # THEN its lease was renewed, a minute ahead of the last turn
+    assert claimed[1] == pytest.approx(claimed[0] + 45, abs=1)
+    # AND a claimant that lost its claim (its renewals failing while another took it over)
+    # sends nothing more: a throttled send is not tried again
+    slot, [lost] = due_slot(config, [0.0])
+    sent: list[str] = []
+
+    def throttled_then_taken(
+        target_arn: str, delivery: dict[str, Any], within: float | None = None
+    ):
+        sent.append(delivery["id"])
+        clock["now"] = lease_of(lost) + scheduler_slots.LEASE_SKEW_SECONDS + 1
+        assert scheduler_slots.claim(config.table, lost, "y#1#b", clock["now"] + 60).item
+        turns(1)  # its keeper's renewal finds the claim another's
+        raise ClientError(
+            {
+                "Error": {"Code": "TooManyRequestsException"},
+                "ResponseMetadata": {"HTTPStatusCode": 429},
+            },
+            "Invoke",
+        )
+
+    monkeypatch.setattr(scheduler_slots, "send", throttled_then_taken)
+    counts = scheduler_slots.fire(config.table, slot, "x#0#c")
+    assert counts == {"skipped": 0, "TAKEN_OVER": 1} and sent == [lost]
+    assert status_of(config, lost)["claimed_by"]["S"] == "y#1#b"

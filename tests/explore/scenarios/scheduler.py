@@ -167,12 +167,13 @@ class SchedulerScenario(Scenario):
         services = ("dynamodb", "stepfunctions", "lambda")
         found = [runtime.client(s) for s in services]
         found += [scheduler_slots._client(s) for s in ("dynamodb", "lambda", "sqs")]
-        return [*found, self.integration]
+        return [*found, scheduler_slots._renewals(), self.integration]
 
     def setup(self) -> None:
         iam = runtime.client("iam")
         self.role = iam.create_role(RoleName="waiter", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         scheduler_slots._client.cache_clear()  # its clients in this moto world
+        scheduler_slots._renewals.cache_clear()
         self.integration = integration_client("dynamodb")
 
     def fresh(self, world: World) -> None:
