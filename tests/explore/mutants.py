@@ -302,10 +302,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a claim's lease is never renewed: a live claimant still waiting for a slow target "
         "is taken over, and its message sent again",
         "handlers/scheduler_slots.py",
-        "            for message_id in held:\n"
-        "                if not renew(self.table, message_id, self.me, lease):",
-        "            for message_id in []:\n"
-        "                if not renew(self.table, message_id, self.me, lease):",
+        "                list(pool.map(self._renew, held))",
+        "                list(pool.map(self._renew, []))",
         "scheduler",
     ),
     Mutant(
