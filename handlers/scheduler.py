@@ -32,17 +32,15 @@ import time
 import uuid
 from typing import Any
 
-from exactly_once.handlers import metrics, timestamps
+from exactly_once.handlers import metrics, scheduler_store, timestamps
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, execution_arn, start_once
 from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler_index import (
-    ENDED,
     STATUS_INDEX,
     Status,
-    lane,
     message_key,
 )
 from exactly_once.handlers.settings import Settings
@@ -180,8 +178,7 @@ def register(
     item: dict[str, Any] = {
         **message_key(message_id),
         "id": {"S": message_id},
-        "status": {"S": status},
-        "lane": {"S": lane(status, message_id)},
+        **scheduler_store.placed(status, message_id),
         "publish_at": {"N": ms_up(fields["publish_at"])},
         "channel": {"S": fields["channel"]},
         "target_arn": found["target_arn"],
@@ -193,13 +190,7 @@ def register(
         item["redeliver"] = {"BOOL": True}
     if fields["publish_at"] < received:
         item["late_on_arrival"] = {"N": f"{received - fields['publish_at']:.3f}"}
-    try:
-        _ddb().put_item(
-            TableName=config.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
-        )
-    except ClientError as exc:
-        if aws_code(exc) != "ConditionalCheckFailedException":
-            raise
+    if not scheduler_store.create(_ddb(), config.table, item):
         stored = _stored(config, message_id, fingerprint)
         if stored is None:
             raise Conflict("this Idempotency-Key was used for a different message") from None
@@ -289,30 +280,8 @@ def transition(
     unsent: bool = False,
 ) -> bool:
     """Set status `new` if the status is one of `expected` (and, `unsent`, no send of it
-    was counted: one may have reached its target); False otherwise. The message's lane
-    follows its status (an ended message leaves the index)."""
-    expecting = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
-    values: dict[str, Any] = {**expecting, ":new": {"S": new}}
-    if new in ENDED:
-        update = "SET #s = :new REMOVE lane"
-    else:
-        update = "SET #s = :new, lane = :lane"
-        values[":lane"] = {"S": lane(new, message_id)}
-    try:
-        _ddb().update_item(
-            TableName=config.table,
-            Key=message_key(message_id),
-            UpdateExpression=update,
-            ConditionExpression=f"#s IN ({', '.join(expecting)})"
-            + (" AND attribute_not_exists(sends)" if unsent else ""),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues=values,
-        )
-    except ClientError as exc:
-        if aws_code(exc) == "ConditionalCheckFailedException":
-            return False
-        raise
-    return True
+    was counted: one may have reached its target); False otherwise."""
+    return scheduler_store.move(_ddb(), config.table, message_id, expected, new, unsent)
 
 
 def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:

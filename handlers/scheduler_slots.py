@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.handlers import scheduler_index, timestamps
+from exactly_once.handlers import scheduler_index, scheduler_store, timestamps
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
-from exactly_once.handlers.scheduler_index import Status, due, lane, lanes, message_key
+from exactly_once.handlers.scheduler_index import Status, due, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import (
     FIFO,
@@ -258,40 +258,14 @@ def claim(table: str, message_id: str, me: str, lease: float) -> Claim:
     to have sent."""
     now = time.time()
     expired = now - LEASE_SKEW_SECONDS
-    try:
-        answer = _client("dynamodb").update_item(
-            TableName=table,
-            Key=message_key(message_id),
-            UpdateExpression=(
-                "SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane, "
-                "first_sent = if_not_exists(first_sent, :now) ADD sends :token"
-            ),
-            ConditionExpression=(
-                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "
-                "(lease < :expired AND attribute_not_exists(unrecorded))))"
-            ),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":firing": {"S": Status.FIRING},
-                ":standby": {"S": Status.STANDBY},
-                ":me": {"S": me},
-                ":lease": {"N": f"{lease:.3f}"},
-                ":expired": {"N": f"{expired:.3f}"},
-                ":lane": {"S": lane(Status.FIRING, message_id)},
-                ":now": {"N": f"{now:.3f}"},
-                ":token": {"SS": [send_token(me, 0)]},
-            },
-            ReturnValues="ALL_NEW",
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-    except ClientError as exc:
-        if aws_code(exc) != "ConditionalCheckFailedException":
-            raise
-        old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-        if old.get("status", {}).get("S") == Status.FIRING and "lease" in old:
-            return Claim(None, float(old["lease"]["N"]))
-        return Claim(None)
-    return Claim(dict(answer["Attributes"]))
+    first = send_token(me, 0)
+    ddb = _client("dynamodb")
+    item, old = scheduler_store.claim(ddb, table, message_id, me, lease, first, now, expired)
+    if item is not None:
+        return Claim(item)
+    if old.get("status", {}).get("S") == Status.FIRING and "lease" in old:
+        return Claim(None, float(old["lease"]["N"]))
+    return Claim(None)
 
 
 class OutOfTime(Exception):
@@ -623,35 +597,15 @@ def count_send(table: str, message_id: str, me: str, token: str) -> str:
     answer lost), SPENT (SEND_BUDGET sends counted), TAKEN_OVER, or NOT_COUNTED (the
     table kept failing)."""
     try:
-        _client("dynamodb").update_item(
-            TableName=table,
-            Key=message_key(message_id),
-            UpdateExpression="ADD sends :token",
-            ConditionExpression=(
-                "#s = :firing AND claimed_by = :me AND "
-                "(contains(sends, :mine) OR size(sends) < :budget)"
-            ),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":token": {"SS": [token]},
-                ":mine": {"S": token},
-                ":firing": {"S": Status.FIRING},
-                ":me": {"S": me},
-                ":budget": {"N": str(SEND_BUDGET)},
-            },
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-    except ClientError as exc:
-        if aws_code(exc) != "ConditionalCheckFailedException":
-            log("WARNING", "send not counted", message_id=message_id, error=repr(exc))
-            return "NOT_COUNTED"
-        old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-        ours = old.get("status", {}).get("S") == Status.FIRING
-        return "SPENT" if ours and old.get("claimed_by", {}).get("S") == me else "TAKEN_OVER"
+        ddb = _client("dynamodb")
+        old = scheduler_store.count_send(ddb, table, message_id, me, token, SEND_BUDGET)
     except Exception as exc:
         log("WARNING", "send not counted", message_id=message_id, error=repr(exc))
         return "NOT_COUNTED"
-    return "COUNTED"
+    if old is None:
+        return "COUNTED"
+    ours = old.get("status", {}).get("S") == Status.FIRING
+    return "SPENT" if ours and old.get("claimed_by", {}).get("S") == me else "TAKEN_OVER"
 
 
 def deliver(
@@ -736,39 +690,30 @@ def record(
     table: str,
     message_id: str,
     me: str,
-    update: str,
-    values: dict[str, Any],
+    status: Status,
+    at: str | None = None,
+    error: str | None = None,
     stop_by: float | None = None,
-    outcome: str = "recorded",
 ) -> str:
-    """A delivered message's final status, the message leaving the status index: written
-    until it lands while the claim is still `me`'s (`outcome`); "TAKEN_OVER" if it no
-    longer is (this claimant outlived its lease and another took the message over: the
-    final write is the one that delivers it last); "UNRECORDED" if it never landed (about
-    two minutes of trying, or until `stop_by`)."""
-    names = {"#s": "status", **({"#e": "error"} if "#e" in update else {})}
-    fenced = {**values, ":firing": {"S": Status.FIRING}, ":me": {"S": me}}
+    """A delivered message's final status (DONE fired `at`, or FAILED or UNKNOWN with
+    `error`), the message leaving the status index: written until it lands while the
+    claim is still `me`'s (`status`); "TAKEN_OVER" if it no longer is (this claimant
+    outlived its lease and another took the message over: the final write is the one that
+    delivers it last); "UNRECORDED" if it never landed (about two minutes of trying, or
+    until `stop_by`)."""
     for attempt in range(RECORD_ATTEMPTS):
         try:
-            _client("dynamodb").update_item(
-                TableName=table,
-                Key=message_key(message_id),
-                UpdateExpression=update,
-                ConditionExpression="#s = :firing AND claimed_by = :me",
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=fenced,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
-            return outcome
-        except ClientError as exc:
-            if aws_code(exc) == "ConditionalCheckFailedException":
-                old: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
-                mine = old.get("claimed_by", {}).get("S") == me
-                if mine and old.get("status", {}).get("S") in OUTCOMES:
-                    return outcome  # an earlier send of this write landed, its answer lost
-                log("WARNING", "claim taken over before its status", message_id=message_id)
-                return "TAKEN_OVER"
-            log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
+            ddb = _client("dynamodb")
+            old = scheduler_store.finish(ddb, table, message_id, me, status, at, error)
+            if old is None:
+                return status
+            if (
+                old.get("claimed_by", {}).get("S") == me
+                and old.get("status", {}).get("S") in OUTCOMES
+            ):
+                return status  # an earlier send of this write landed, its answer lost
+            log("WARNING", "claim taken over before its status", message_id=message_id)
+            return "TAKEN_OVER"
         except Exception as exc:
             log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
         pause = min(30.0, 2.0**attempt) * random.random()
@@ -784,25 +729,9 @@ def release(table: str, message_id: str, me: str, token: str | None = None) -> s
     the sweep fires it, and finds any send this claimant did make counted. Never undoes
     another's claim; a release that fails leaves the claim to end with its lease."""
     try:
-        _client("dynamodb").update_item(
-            TableName=table,
-            Key=message_key(message_id),
-            UpdateExpression="SET #s = :standby, lane = :lane REMOVE claimed_by, lease"
-            + (" DELETE sends :token" if token else ""),
-            ConditionExpression="#s = :firing AND claimed_by = :me",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":standby": {"S": Status.STANDBY},
-                ":firing": {"S": Status.FIRING},
-                ":me": {"S": me},
-                ":lane": {"S": lane(Status.STANDBY, message_id)},
-                **({":token": {"SS": [token]}} if token else {}),
-            },
-        )
-    except Exception as exc:
-        ours = isinstance(exc, ClientError) and aws_code(exc) == "ConditionalCheckFailedException"
-        if not ours:  # (no longer ours to release: nothing to do)
-            log("WARNING", "claim not released", message_id=message_id, error=repr(exc))
+        scheduler_store.release(_client("dynamodb"), table, message_id, me, token)
+    except Exception as exc:  # (one no longer ours: False, nothing to do)
+        log("WARNING", "claim not released", message_id=message_id, error=repr(exc))
     return "RELEASED"
 
 
@@ -831,27 +760,10 @@ def renew(table: str, message_id: str, me: str, lease: float) -> bool | None:
     """`me`'s claim held until `lease`: True, False if it is no longer `me`'s, None if the
     renewal failed (tried again at the next turn, the lease not yet ended)."""
     try:
-        _renewals().update_item(
-            TableName=table,
-            Key=message_key(message_id),
-            UpdateExpression="SET lease = :lease",
-            ConditionExpression="#s = :firing AND claimed_by = :me",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":lease": {"N": f"{lease:.3f}"},
-                ":firing": {"S": Status.FIRING},
-                ":me": {"S": me},
-            },
-        )
-    except ClientError as exc:
-        if aws_code(exc) == "ConditionalCheckFailedException":
-            return False  # ended, released or taken over: nothing to hold
-        log("WARNING", "lease not renewed", message_id=message_id, error=repr(exc))
-        return None
+        return scheduler_store.renew(_renewals(), table, message_id, me, lease)
     except Exception as exc:
         log("WARNING", "lease not renewed", message_id=message_id, error=repr(exc))
         return None
-    return True
 
 
 class Keeper:
@@ -959,14 +871,11 @@ def fire_one(
     except (TargetFailed, OutcomeUnknown) as exc:
         ended = exc
     else:
-        done = {":done": {"S": Status.DONE}, ":at": {"S": timestamps.iso_ms(time.time())}}
-        update = "SET #s = :done, fired_at = :at REMOVE lane"
-        return recorder.submit(record, table, message_id, me, update, done, stop_by, Status.DONE)
+        at = timestamps.iso_ms(time.time())
+        return recorder.submit(record, table, message_id, me, Status.DONE, at, None, stop_by)
     status = Status.FAILED if isinstance(ended, TargetFailed) else Status.UNKNOWN
     cause = json.dumps({"Error": ended.error, "Cause": ended.cause})
-    error = {":ended": {"S": status}, ":error": {"S": cause}}
-    update = "SET #s = :ended, #e = :error REMOVE lane"
-    return recorder.submit(record, table, message_id, me, update, error, stop_by, status)
+    return recorder.submit(record, table, message_id, me, status, None, cause, stop_by)
 
 
 def _answered(outcome: str) -> concurrent.futures.Future[str]:

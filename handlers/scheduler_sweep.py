@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from exactly_once.handlers import metrics
+from exactly_once.handlers import metrics, scheduler_store
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.executions import ReusePolicy, start_once
@@ -29,7 +29,7 @@ from exactly_once.handlers.scheduler import (
     start,
     transition,
 )
-from exactly_once.handlers.scheduler_index import LANES, Status, due, lanes, message_key
+from exactly_once.handlers.scheduler_index import LANES, Status, due, lanes
 
 # A STANDBY message this long past its time was never claimed: its execution failed (claims
 # that kept failing) or was stopped, so the sweep starts the next attempt (`-r1`, ...)
@@ -327,22 +327,8 @@ def _mark_unrecorded(config: SchedulerSettings, message_id: str, claimed_by: str
     """A message its claimant delivered and could not record: no claim takes it over (a
     restart of its slot for another message included); it stays FIRING, Overdue."""
     log("WARNING", "delivered, status not written", message_id=message_id)
-    try:
-        client("dynamodb").update_item(
-            TableName=config.table,
-            Key=message_key(message_id),
-            UpdateExpression="SET unrecorded = :true",
-            ConditionExpression="#s = :firing AND claimed_by = :by",
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":true": {"BOOL": True},
-                ":firing": {"S": Status.FIRING},
-                ":by": {"S": claimed_by},
-            },
-        )
-    except ClientError as exc:
-        if aws_code(exc) != "ConditionalCheckFailedException":  # (it moved on meanwhile)
-            raise
+    # (False: it moved on meanwhile)
+    scheduler_store.mark_unrecorded(client("dynamodb"), config.table, message_id, claimed_by)
 
 
 def _end_of(execution_arn: str) -> tuple[str, str]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.handlers.scheduler_index import ENDED, LANE, lane
+from exactly_once.handlers import scheduler_store
+from exactly_once.handlers.scheduler_index import ENDED, LANE
 
 
 def add_lanes(client: Callable[[str], Any], table: str) -> dict[str, int]:
@@ -27,20 +28,8 @@ def add_lanes(client: Callable[[str], Any], table: str) -> dict[str, int]:
             if status in ENDED:
                 counts["ended"] += 1
                 continue
-            try:
-                ddb.update_item(
-                    TableName=table,
-                    Key={"pk": item["pk"]},
-                    UpdateExpression="SET #lane = :lane",
-                    ConditionExpression="#s = :status AND attribute_not_exists(#lane)",
-                    ExpressionAttributeNames={"#s": "status", "#lane": LANE},
-                    ExpressionAttributeValues={
-                        ":lane": {"S": lane(status, message_id)},
-                        ":status": {"S": status},
-                    },
-                )
-            except ddb.exceptions.ConditionalCheckFailedException:
+            if scheduler_store.add_lane(ddb, table, message_id, status):
+                counts["laned"] += 1
+            else:
                 counts["moved_on"] += 1
-                continue
-            counts["laned"] += 1
     return counts

@@ -152,7 +152,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "claim-unconditional",
         "the claim takes the message whatever its status (a cancelled one, or one already DONE)",
-        "handlers/scheduler_slots.py",
+        "handlers/scheduler_store.py",
         '                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "',
         '                "(#s = :standby OR attribute_exists(pk)) OR '
         '(#s = :firing AND (claimed_by = :me OR "',
@@ -171,7 +171,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "register-overwrites",
         "a registration replayed under its Idempotency-Key overwrites the stored message "
         "(a fired one is STANDBY again)",
-        "handlers/scheduler.py",
+        "handlers/scheduler_store.py",
         'Item=item, ConditionExpression="attribute_not_exists(pk)"',
         'Item=item, ConditionExpression="attribute_exists(pk) OR attribute_not_exists(pk)"',
         "scheduler",
@@ -181,7 +181,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot-claim-any-firing",
         "the slot clock's claim takes any FIRING message, not only one whose claimant's "
         "lease ended (a live claim is taken over: delivered twice)",
-        "handlers/scheduler_slots.py",
+        "handlers/scheduler_store.py",
         '"(lease < :expired AND attribute_not_exists(unrecorded))))"',
         '"(lease < :expired AND attribute_not_exists(unrecorded)) OR #s = :firing))"',
         "slot",
@@ -283,7 +283,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     Mutant(
         "slot-budget-unbounded",
         "a send is counted whatever was spent: the budget never stops the resends",
-        "handlers/scheduler_slots.py",
+        "handlers/scheduler_store.py",
         '"(contains(sends, :mine) OR size(sends) < :budget)"',
         '"(contains(sends, :mine) OR size(sends) < :budget OR #s = :firing)"',
         "slot",

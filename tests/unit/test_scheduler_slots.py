@@ -7,9 +7,11 @@ import concurrent.futures
 import dataclasses
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +20,7 @@ from exactly_once.components.scheduler import slot_definition
 from exactly_once.handlers import runtime, scheduler, scheduler_slots, scheduler_sweep, timestamps
 from exactly_once.handlers.errors import ClientError
 from exactly_once.handlers.scheduler import SchedulerSettings
+from exactly_once.handlers.scheduler_index import Status
 from exactly_once.handlers.scheduler_slots import TargetFailed
 from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
 from tests.unit.test_scheduler import config as config  # the table and the state machine
@@ -750,20 +753,18 @@ def test_a_claimant_that_outlived_its_lease_never_writes_over_the_claim_that_too
     scheduler_slots.claim(config.table, message_id, first, time.time() - 60)
     assert scheduler_slots.claim(config.table, message_id, retry, time.time() + 900).item
     monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: None)
-    update = "SET #s = :done, fired_at = :at REMOVE lane"
-    done = {":done": {"S": "DONE"}, ":at": {"S": "2026-01-01T00:00:00.000Z"}}
+    done, at = Status.DONE, "2026-01-01T00:00:00.000Z"
     # WHEN the first writes its final status: it is refused, the retry's claim stands
-    outcome = scheduler_slots.record(config.table, message_id, first, update, done)
+    outcome = scheduler_slots.record(config.table, message_id, first, done, at)
     assert outcome == "TAKEN_OVER"
     assert status_of(config, message_id)["status"]["S"] == "FIRING"
     # AND the retry's write lands; sent again (its answer lost), it is still recorded
     for _ in range(2):
-        assert scheduler_slots.record(config.table, message_id, retry, update, done) == "recorded"
+        assert scheduler_slots.record(config.table, message_id, retry, done, at) == "DONE"
     item = status_of(config, message_id)
     assert item["status"]["S"] == "DONE" and item["claimed_by"]["S"] == retry
     # AND the first's outcome is counted as such by its clock (not DONE, not UNRECORDED)
-    outcome = scheduler_slots.record(config.table, message_id, first, update, done, None, "DONE")
-    assert outcome == "TAKEN_OVER"
+    assert scheduler_slots.record(config.table, message_id, first, done, at) == "TAKEN_OVER"
 
 
 def test_a_throttled_delivery_past_the_deadline_gives_its_message_back_unsent(
@@ -941,7 +942,9 @@ def test_a_final_write_still_failing_near_the_invocations_end_is_unrecorded_in_t
     monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
     monkeypatch.setattr(scheduler_slots.time, "sleep", lambda s: clock.update(now=clock["now"] + s))
     # WHEN the write must stop within 3 s (the invocation ends soon after)
-    outcome = scheduler_slots.record(config.table, "m", "x#0#r", "SET #s = :done", {}, stop_by)
+    outcome = scheduler_slots.record(
+        config.table, "m", "x#0#r", Status.DONE, "2026-01-01T00:00:00.000Z", stop_by=stop_by
+    )
     # THEN it says UNRECORDED (StatusNotRecorded), having waited no later than that
     assert outcome == "UNRECORDED" and clock["now"] < stop_by
 
@@ -1080,3 +1083,17 @@ def test_a_failure_beside_a_delivered_unrecorded_message_still_fails_status_not_
     with pytest.raises(scheduler_slots.StatusNotRecorded, match="claimed by e#0"):
         scheduler_slots.fire(config.table, slot, "e#0")
     assert [i for i, _ in sent] == [ids[0]]
+
+
+def test_the_store_is_the_only_module_that_writes_the_messages_table() -> None:
+    # (one place for the record's transitions and the rule that the lane follows the status)
+    writes = re.compile(
+        r"\.(put_item|update_item|delete_item|transact_write_items|batch_write_item)\("
+    )
+    root = Path(__file__).resolve().parents[2]
+    writers = [
+        path.relative_to(root).as_posix()
+        for path in [*root.glob("handlers/scheduler*.py"), *root.glob("ops/scheduler*.py")]
+        if writes.search(path.read_text())
+    ]
+    assert writers == ["handlers/scheduler_store.py"]

@@ -1,0 +1,297 @@
+"""The scheduler's message record, written here only: each write a named transition whose
+condition is the rule that makes it safe, and the status index's lane following the
+status in every one of them (scheduler_index: an ended message leaves the index).
+
+    create            -> RESERVED | STANDBY       (API: a new key only)
+    move              RESERVED -> STANDBY, RESERVED | STANDBY -> CANCELLED (unsent)
+    claim             STANDBY | FIRING (own, or its lease ended) -> FIRING, a send counted
+    count_send        FIRING (own) -> FIRING, one more send, within the budget
+    renew             FIRING (own) -> FIRING, its lease moved on
+    finish            FIRING (own) -> DONE | FAILED | UNKNOWN
+    release           FIRING (own) -> STANDBY, an unmade send's count dropped
+    mark_unrecorded   FIRING (a named claimant's) -> FIRING, never taken over
+    add_lane          any pending status, its lane (once, after an upgrade)
+
+Each takes the caller's client (sized for it: a slot's threads, the keeper's short
+timeouts, an operator's session) and answers what the write found; retries, logging and
+what an answer means to the caller stay with the caller. A refused condition is an
+answer (False, or the item as it was), never an exception; any other error is raised.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exactly_once.handlers.errors import ClientError, aws_code
+from exactly_once.handlers.scheduler_index import ENDED, LANE, Status, lane, message_key
+
+Item = dict[str, Any]
+
+
+def _refused(exc: ClientError) -> bool:
+    return aws_code(exc) == "ConditionalCheckFailedException"
+
+
+def _as_it_was(exc: ClientError) -> Item:
+    """The item a refused write found (ReturnValuesOnConditionCheckFailure: ALL_OLD)."""
+    found: Item = exc.response.get("Item") or {}  # type: ignore[assignment]
+    return dict(found)
+
+
+def create(ddb: Any, table: str, item: Item) -> bool:
+    """A new message (its `status` and `lane` set by `placed`): False if its key exists."""
+    try:
+        ddb.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+    except ClientError as exc:
+        if not _refused(exc):
+            raise
+        return False
+    return True
+
+
+def placed(status: Status, message_id: str) -> Item:
+    """A new item's status and lane."""
+    return {"status": {"S": status}, LANE: {"S": lane(status, message_id)}}
+
+
+def move(
+    ddb: Any,
+    table: str,
+    message_id: str,
+    expected: tuple[Status, ...],
+    new: Status,
+    unsent: bool = False,
+) -> bool:
+    """Status `new` if it is one of `expected` (and, `unsent`, no send of it was counted:
+    one may have reached its target); False otherwise."""
+    expecting = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
+    values: dict[str, Any] = {**expecting, ":new": {"S": new}}
+    if new in ENDED:
+        update = "SET #s = :new REMOVE lane"
+    else:
+        update = "SET #s = :new, lane = :lane"
+        values[":lane"] = {"S": lane(new, message_id)}
+    try:
+        ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression=update,
+            ConditionExpression=f"#s IN ({', '.join(expecting)})"
+            + (" AND attribute_not_exists(sends)" if unsent else ""),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=values,
+        )
+    except ClientError as exc:
+        if _refused(exc):
+            return False
+        raise
+    return True
+
+
+def claim(
+    ddb: Any,
+    table: str,
+    message_id: str,
+    me: str,
+    lease: float,
+    first_send: str,
+    now: float,
+    expired: float,
+) -> tuple[Item | None, Item]:
+    """STANDBY -> FIRING for `me` until `lease`; or FIRING taken over from a claimant whose
+    lease ended before `expired` (and never marked unrecorded); or `me`'s own earlier
+    claim. Counts `first_send` (and `first_sent` = `now`, if none was before). (the item
+    as claimed, {}) or (None, the item as it was)."""
+    try:
+        answer = ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression=(
+                "SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane, "
+                "first_sent = if_not_exists(first_sent, :now) ADD sends :token"
+            ),
+            ConditionExpression=(
+                "#s = :standby OR (#s = :firing AND (claimed_by = :me OR "
+                "(lease < :expired AND attribute_not_exists(unrecorded))))"
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":firing": {"S": Status.FIRING},
+                ":standby": {"S": Status.STANDBY},
+                ":me": {"S": me},
+                ":lease": {"N": f"{lease:.3f}"},
+                ":expired": {"N": f"{expired:.3f}"},
+                ":lane": {"S": lane(Status.FIRING, message_id)},
+                ":now": {"N": f"{now:.3f}"},
+                ":token": {"SS": [first_send]},
+            },
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except ClientError as exc:
+        if not _refused(exc):
+            raise
+        return None, _as_it_was(exc)
+    return dict(answer["Attributes"]), {}
+
+
+def count_send(
+    ddb: Any, table: str, message_id: str, me: str, token: str, budget: int
+) -> Item | None:
+    """One more send on `me`'s claim (`token`), while fewer than `budget` are counted (or
+    this one was, its answer lost): None, or the item as it was when refused."""
+    try:
+        ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression="ADD sends :token",
+            ConditionExpression=(
+                "#s = :firing AND claimed_by = :me AND "
+                "(contains(sends, :mine) OR size(sends) < :budget)"
+            ),
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":token": {"SS": [token]},
+                ":mine": {"S": token},
+                ":firing": {"S": Status.FIRING},
+                ":me": {"S": me},
+                ":budget": {"N": str(budget)},
+            },
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except ClientError as exc:
+        if not _refused(exc):
+            raise
+        return _as_it_was(exc)
+    return None
+
+
+def renew(ddb: Any, table: str, message_id: str, me: str, lease: float) -> bool:
+    """`me`'s claim held until `lease`: False if it is no longer `me`'s."""
+    try:
+        ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression="SET lease = :lease",
+            ConditionExpression="#s = :firing AND claimed_by = :me",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":lease": {"N": f"{lease:.3f}"},
+                ":firing": {"S": Status.FIRING},
+                ":me": {"S": me},
+            },
+        )
+    except ClientError as exc:
+        if _refused(exc):
+            return False
+        raise
+    return True
+
+
+def finish(
+    ddb: Any,
+    table: str,
+    message_id: str,
+    me: str,
+    status: Status,
+    at: str | None = None,
+    error: str | None = None,
+) -> Item | None:
+    """`me`'s claim ended: DONE (fired `at`), or FAILED or UNKNOWN with `error`, the message
+    leaving the status index. None, or the item as it was when refused (no longer `me`'s,
+    or already ended by this very write, its answer lost)."""
+    if status == Status.DONE:
+        update = "SET #s = :done, fired_at = :at REMOVE lane"
+        values: dict[str, Any] = {":done": {"S": status}, ":at": {"S": at or ""}}
+        names = {"#s": "status"}
+    else:
+        update = "SET #s = :ended, #e = :error REMOVE lane"
+        values = {":ended": {"S": status}, ":error": {"S": error or ""}}
+        names = {"#s": "status", "#e": "error"}
+    try:
+        ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression=update,
+            ConditionExpression="#s = :firing AND claimed_by = :me",
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={**values, ":firing": {"S": Status.FIRING}, ":me": {"S": me}},
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+        )
+    except ClientError as exc:
+        if not _refused(exc):
+            raise
+        return _as_it_was(exc)
+    return None
+
+
+def release(ddb: Any, table: str, message_id: str, me: str, token: str | None = None) -> bool:
+    """FIRING -> STANDBY, `me`'s claim given back (`token`, the count of a send never made,
+    dropped): False if it was not `me`'s."""
+    try:
+        ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression="SET #s = :standby, lane = :lane REMOVE claimed_by, lease"
+            + (" DELETE sends :token" if token else ""),
+            ConditionExpression="#s = :firing AND claimed_by = :me",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":standby": {"S": Status.STANDBY},
+                ":firing": {"S": Status.FIRING},
+                ":me": {"S": me},
+                ":lane": {"S": lane(Status.STANDBY, message_id)},
+                **({":token": {"SS": [token]}} if token else {}),
+            },
+        )
+    except ClientError as exc:
+        if _refused(exc):
+            return False
+        raise
+    return True
+
+
+def mark_unrecorded(ddb: Any, table: str, message_id: str, claimed_by: str) -> bool:
+    """A message its claimant delivered and could not record: no claim takes it over (it
+    stays FIRING, Overdue). False if it moved on meanwhile."""
+    try:
+        ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression="SET unrecorded = :true",
+            ConditionExpression="#s = :firing AND claimed_by = :by",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues={
+                ":true": {"BOOL": True},
+                ":firing": {"S": Status.FIRING},
+                ":by": {"S": claimed_by},
+            },
+        )
+    except ClientError as exc:
+        if _refused(exc):
+            return False
+        raise
+    return True
+
+
+def add_lane(ddb: Any, table: str, message_id: str, status: str) -> bool:
+    """A pending message written before the index had lanes gets its status's lane, if its
+    status is still `status` and it has none: False if it moved on (then written with its
+    lane)."""
+    try:
+        ddb.update_item(
+            TableName=table,
+            Key=message_key(message_id),
+            UpdateExpression="SET #lane = :lane",
+            ConditionExpression="#s = :status AND attribute_not_exists(#lane)",
+            ExpressionAttributeNames={"#s": "status", "#lane": LANE},
+            ExpressionAttributeValues={
+                ":lane": {"S": lane(status, message_id)},
+                ":status": {"S": status},
+            },
+        )
+    except ClientError as exc:
+        if _refused(exc):
+            return False
+        raise
+    return True
