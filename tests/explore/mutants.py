@@ -307,6 +307,26 @@ CATALOGUE: tuple[Mutant, ...] = (
         "scheduler",
     ),
     Mutant(
+        "slot-express-target-started",
+        "an EXPRESS state machine is sent to: a resend starts a second execution of the "
+        "message's name",
+        "handlers/scheduler_slots.py",
+        '        if _machine_type(where) != "STANDARD":',
+        "        if False:",
+        "scheduler and not slot and not cancelled",
+    ),
+    Mutant(
+        "slot-execution-exists-is-failure",
+        "a STANDARD target's ExecutionAlreadyExists (an earlier send started it, its answer "
+        "lost) is taken for a refusal: the message ends FAILED though it ran",
+        "handlers/scheduler_slots.py",
+        """            if aws_code(exc) != "ExecutionAlreadyExists":
+                raise""",
+        """            if aws_code(exc) != "ExecutionAlreadyExists" or True:
+                raise""",
+        "scheduler and not slot and not cancelled",
+    ),
+    Mutant(
         "slot-fifo-resent-past-window",
         "a FIFO queue's message is resent past its 5-minute deduplication interval (a claim "
         "taken over after its claimant died, 15 minutes on): SQS delivers it again",

@@ -45,7 +45,7 @@ from exactly_once.handlers import (
 )
 from exactly_once.handlers.targets import FIFO_WINDOW_SECONDS
 from tests.explore.dynamo import EventSourceMapping, Table
-from tests.explore.faults import json_response
+from tests.explore.faults import error_response, json_response
 from tests.explore.lambdas import DIED, TIMED_OUT, Failure
 from tests.explore.machine import Machine, ended, integration_client
 from tests.explore.scenarios.base import (
@@ -117,6 +117,62 @@ class FifoQueue:
         return json_response(request.url, 200, {"MessageId": dedup, "MD5OfMessageBody": digest})
 
 
+FLOW_ARN = ARN.format("states", "stateMachine:target-flow")
+EXPRESS_ARN = ARN.format("states", "stateMachine:target-express")
+
+
+def target_of(number: int, plain: bool) -> str:
+    """The plain scenario's message's channel by schedule number: a FIFO queue (every third
+    from the 2nd), an EXPRESS state machine (every 14th from the 10th), a STANDARD one
+    (every 7th from the 3rd), else the Lambda target that drops no redelivery. (Numbers
+    the kept replays use keep their channel.)"""
+    if not plain:
+        return "demo"
+    if number % 3 == FIFO_SCHEDULES:
+        return "fifo"
+    if number % 14 == 10:
+        return "express"
+    return "flow" if number % 7 == 3 else "demo"
+
+
+class Workflows:
+    """Step Functions as a scheduler target, on the schedule's clock. DescribeStateMachine
+    answers each machine's type. StartExecution of a STANDARD machine starts one
+    execution per name: a second start of a name answers ExecutionAlreadyExists (its
+    execution here ends at once: "If an execution with the same name [...] has already
+    completed", StartExecution, Step Functions API Reference); an EXPRESS machine starts
+    every time ("Idempotency is not automatically managed")."""
+
+    def __init__(self, clock: Any) -> None:
+        self.clock = clock
+        self.started: dict[str, list[float]] = {}  # message id -> executions started
+        self.names: set[tuple[str, str]] = set()
+
+    def answer(self, call: Any, request: Any) -> Any:
+        arn = call.params.get("stateMachineArn")
+        if call.service != "stepfunctions" or arn not in (FLOW_ARN, EXPRESS_ARN):
+            return None
+        kind = "EXPRESS" if arn == EXPRESS_ARN else "STANDARD"
+        if call.operation == "DescribeStateMachine":
+            found = {"stateMachineArn": arn, "name": arn.rsplit(":", 1)[-1], "type": kind}
+            found |= {"definition": "{}", "roleArn": ARN.format("iam", "role/r")}
+            return json_response(request.url, 200, {**found, "creationDate": 0})
+        if call.operation != "StartExecution":
+            return None
+        name = call.params["name"]
+        if kind == "STANDARD" and (arn, name) in self.names:
+            operation = runtime.client("stepfunctions").meta.service_model.operation_model(
+                "StartExecution"
+            )
+            return error_response(request.url, operation, "ExecutionAlreadyExists", 400)
+        self.names.add((arn, name))
+        self.started.setdefault(name, []).append(self.clock.now)
+        execution = f"{arn.replace(':stateMachine:', ':execution:')}:{name}"
+        return json_response(
+            request.url, 200, {"executionArn": execution, "startDate": self.clock.now}
+        )
+
+
 class CallerGaveUp(Exception):
     """The target still ran when its caller's read timed out (the Lambda model answers the
     caller ReadTimeoutError: the effect happened, its answer never came)."""
@@ -166,7 +222,9 @@ class SchedulerScenario(Scenario):
     def clients(self) -> list[Any]:
         services = ("dynamodb", "stepfunctions", "lambda")
         found = [runtime.client(s) for s in services]
-        found += [scheduler_slots._client(s) for s in ("dynamodb", "lambda", "sqs")]
+        found += [
+            scheduler_slots._client(s) for s in ("dynamodb", "lambda", "sqs", "stepfunctions")
+        ]
         return [*found, scheduler_slots._renewals(), self.integration]
 
     def setup(self) -> None:
@@ -193,6 +251,11 @@ class SchedulerScenario(Scenario):
                 TableName=f"{TABLE}-{tag}",
                 Item={"pk": {"S": "INVOKER#fifo"}, "target_arn": {"S": FIFO_ARN}},
             )
+            for channel, arn in (("flow", FLOW_ARN), ("express", EXPRESS_ARN)):
+                ddb.put_item(  # a STANDARD and an EXPRESS state machine (Workflows)
+                    TableName=f"{TABLE}-{tag}",
+                    Item={"pk": {"S": f"INVOKER#{channel}"}, "target_arn": {"S": arn}},
+                )
             ddb.put_item(  # the same target, said to drop a redelivery (SchedulerArgs.redeliver)
                 TableName=f"{TABLE}-{tag}",
                 Item={
@@ -250,6 +313,7 @@ class SchedulerScenario(Scenario):
 
         scheduler_slots.beside = beside  # type: ignore[assignment]
         scheduler_slots.RECORD_ATTEMPTS = RECORD_ATTEMPTS
+        scheduler_slots._machine_type.cache_clear()  # (each schedule reads a machine's type)
         settings._CURRENT[scheduler_slots.SlotSettings] = scheduler_slots.SlotSettings(
             table=self.config.table, workers_function=WORKERS_FN
         )
@@ -277,8 +341,11 @@ class SchedulerScenario(Scenario):
         number = int(world.tag.lstrip("s"))
         seconds = target_seconds(number)
         queue = FifoQueue(clock)
-        world.injector.models.append(queue.answer)
-        fifo = not (self.slots or self.cancel) and number % 3 == FIFO_SCHEDULES
+        workflows = Workflows(clock)
+        world.injector.models += [queue.answer, workflows.answer]
+        plain = target_of(number, not (self.slots or self.cancel))
+        fifo = plain == "fifo"
+        dropping = plain in ("fifo", "flow", "express")  # (the target itself drops repeats)
 
         def target(event: Any, context: Any) -> Any:
             """Its effect at once, then its run time: past its caller's read timeout, the
@@ -335,7 +402,7 @@ class SchedulerScenario(Scenario):
         def channel_of(i: int) -> str:
             """The slot's second message goes to a channel whose target drops redeliveries;
             the plain scenario's, in every third schedule, to a FIFO queue."""
-            return "again" if self.slots and i == 1 else "fifo" if fifo else "demo"
+            return "again" if self.slots and i == 1 else plain
 
         def publish_of(i: int) -> float:
             if self.reserved and i == self.messages - 1:
@@ -504,7 +571,10 @@ class SchedulerScenario(Scenario):
             violations: list[str] = []
             for i, message_id in enumerate(ids):
                 final = world.quietly(lambda m=message_id: scheduler.get(config, m))
-                fired = (queue.delivered if fifo else fires).get(message_id, [])
+                delivered = queue.delivered if fifo else fires
+                if plain in ("flow", "express"):
+                    delivered = workflows.started
+                fired = delivered.get(message_id, [])
                 message_publish = publish_of(i)
                 if i == 0 and late_cancel and cancels and cancels[0] == 200:
                     violations.append(f"{message_id[:8]}: still pending when the schedule ended")
@@ -543,7 +613,7 @@ class SchedulerScenario(Scenario):
                         found.append(
                             f"fired {late:.0f}s late, where its faults excuse {excused:.0f}s"
                         )
-                if not fifo:  # (a FIFO queue drops a repeat inside its interval itself)
+                if not dropping:  # (a FIFO queue, a state machine drop a repeat themselves)
                     found += self.resent_unseen(world, message_id, fired_by.get(message_id, []))
                 violations += [f"{message_id[:8]}: {v}" for v in found]
             # ClaimsFailed: claims not sent in time, given back for the retry
@@ -649,7 +719,11 @@ def unrecordable(world: World, message_id: str) -> bool:
 
 
 def is_target_invoke(call: Any, message_id: str) -> bool:
-    """A send to the target (an invoke, or a FIFO queue's SendMessage) of `message_id`."""
+    """A send to the target (an invoke, a FIFO queue's SendMessage, a state machine's
+    StartExecution) of `message_id`."""
+    if call.service == "stepfunctions" and call.operation == "StartExecution":
+        machine = call.params.get("stateMachineArn")
+        return bool(machine in (FLOW_ARN, EXPRESS_ARN) and call.params.get("name") == message_id)
     if call.service == "sqs" and call.operation == "SendMessage":
         body = call.params.get("MessageBody") or "{}"
         return bool(
@@ -700,7 +774,12 @@ def verdict_of(
     sends went unseen."""
     violations = []
     status = final and final["status"]
-    if channel in ("demo", "fifo"):  # (a FIFO queue: delivered once however often sent)
+    if channel == "express":  # never sent to: FAILED, nothing started
+        failed = status == "FAILED" and "Scheduler.ExpressTarget" in str(final and final["error"])
+        if fired or not failed:
+            violations.append(f"an EXPRESS target: ended {status}, started {len(fired)} times")
+        return violations
+    if channel in ("demo", "fifo", "flow"):  # (a FIFO queue, a STANDARD machine: once)
         if len(fired) > 1:
             violations.append(f"fired {len(fired)} times to a target that drops no redelivery")
         if status == "UNKNOWN" and not unseen:
