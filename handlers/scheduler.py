@@ -101,9 +101,23 @@ def publish_time(value: Any, received: float | None, tolerance: float = 0) -> fl
     return seconds
 
 
+FIELDS = frozenset({"publishTime", "channel", "parameters"})  # a message's, in a request
+
+
 def validate(body: Any, received: float | None, tolerance: float = 0) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise BadEvent("the body must be a JSON object")
+    unknown = sorted(set(body) - FIELDS)
+    if unknown:  # never dropped silently: a misplaced key would register a message each time
+        hint = (
+            " (a single POST takes its key in the Idempotency-Key header)"
+            if "idempotencyKey" in unknown
+            else ""
+        )
+        raise BadEvent(
+            f"unknown fields {', '.join(unknown)}{hint}: a message has only "
+            f"{', '.join(sorted(FIELDS))}"
+        )
     channel = body.get("channel")
     if not isinstance(channel, str) or not channel:
         raise BadEvent("channel is required (a string)")

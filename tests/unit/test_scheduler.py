@@ -77,6 +77,13 @@ def config(moto: None) -> Iterator[SchedulerSettings]:
         ({"publishTime": NOW + 10}, "channel is required"),
         ({"publishTime": NOW + 10, "channel": "demo", "parameters": "x" * 40000}, "bytes"),
         ([], "JSON object"),
+        # (a batch's spelling in a single POST: ignored, it would register a new message
+        # at every retry)
+        (
+            {"publishTime": NOW + 10, "channel": "demo", "idempotencyKey": "k"},
+            "unknown fields idempotencyKey .*Idempotency-Key header",
+        ),
+        ({"publishTime": NOW + 10, "channel": "demo", "params": {}}, "unknown fields params"),
     ],
 )
 def test_validation_explains_every_refusal(body: object, reason: str) -> None:
