@@ -112,3 +112,23 @@ def test_every_sample_and_the_python_example_type_check(tmp_path: Any) -> None:
         text=True,
     )
     assert found.returncode == 0, found.stdout[-4000:]
+
+
+def test_the_platform_docs_give_the_schedulers_function_sizes_as_deployed() -> None:
+    from tests.unit.pulumi_harness import component
+
+    row = next(
+        line
+        for line in (ROOT / "docs/platform.md").read_text().splitlines()
+        if line.startswith("| Scheduler |")
+    )
+    documented = {
+        name: (int(memory.replace(",", "")), int(timeout))
+        for name, memory, timeout in re.findall(r"`([a-z-]+)` \(([\d,]+) / (\d+)\)", row)
+    }
+    mocks = run(lambda: component("scheduler"))
+    deployed = {
+        r.name.removeprefix("c-"): (int(r.inputs["memorySize"]), int(r.inputs["timeout"]))
+        for r in mocks.of_type("aws:lambda/function:Function")
+    }
+    assert documented == deployed
