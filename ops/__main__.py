@@ -288,8 +288,15 @@ def _machine_of(execution_arn: str) -> str:
     return ":".join([*parts[:5], "stateMachine", parts[6]])
 
 
+def _steps(workflow: Checkpoints) -> list[str]:
+    try:
+        return workflow.steps()
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _known_step(workflow: Checkpoints, step: str) -> str:
-    steps = workflow.steps()
+    steps = _steps(workflow)
     if step not in steps:
         raise CommandError(f"unknown step {step!r}; the workflow's steps: {', '.join(steps)}")
     return step
@@ -312,7 +319,12 @@ def run(args: argparse.Namespace) -> Any:
         workflow.mark_not_done(args.key, _known_step(workflow, args.step))
         return workflow.show(args.key)
     if args.command == "clear":
-        workflow.clear(args.key)
+        _steps(workflow)  # (a resumable workflow's, or nothing is deleted)
+        if not workflow.clear(args.key):
+            raise CommandError(
+                f"{args.key!r} is no checkpoint of this workflow's table ({workflow.table}): "
+                "nothing deleted (is --component, or --table, a ResumableWorkflow's?)"
+            )
         return {"key": args.key, "cleared": True}
     return workflow.rerun(args.key, args.input).as_dict()
 

@@ -72,7 +72,12 @@ class Checkpoints:
         """The workflow's steps, in order, read from its definition (the Resume state's
         choices: components/resumable_asl.py)."""
         described = self.sfn.describe_state_machine(stateMachineArn=self.state_machine_arn)
-        resume = json.loads(described["definition"])["States"]["Resume"]
+        resume = json.loads(described["definition"])["States"].get("Resume")
+        if resume is None:
+            raise ValueError(
+                f"{self.state_machine_arn} is not a ResumableWorkflow's state machine (it has "
+                "no Resume state): these commands change a resumable workflow's checkpoints"
+            )
         return [choice["Next"] for choice in resume["Choices"]]
 
     def show(self, key: str) -> dict[str, Any] | None:
@@ -119,9 +124,21 @@ class Checkpoints:
             ExpressionAttributeValues={":empty": {"S": EMPTY}},
         )
 
-    def clear(self, key: str) -> None:
-        """Forget every step of `key`: the next run starts from scratch."""
-        self.ddb.delete_item(TableName=self.table, Key={"pk": {"S": key}})
+    def clear(self, key: str) -> bool:
+        """Forget every step of `key`: the next run starts from scratch. Only a checkpoint
+        is deleted (an item with no `status`: a scheduler's message and a receiver's record
+        have one); False, and nothing deleted, for any other item or none (a table given by
+        mistake keeps what it holds)."""
+        try:
+            self.ddb.delete_item(
+                TableName=self.table,
+                Key={"pk": {"S": key}},
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#s)",
+                ExpressionAttributeNames={"#s": "status"},
+            )
+        except self.ddb.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def rerun(self, key: str, document: dict[str, Any]) -> Outcome:
         """Start from the top under a new, deterministic attempt name (key, key-r1, ...)."""

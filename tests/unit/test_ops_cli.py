@@ -300,3 +300,42 @@ def test_a_programs_exports_are_what_the_commands_read(tmp_path: object) -> None
     dead_letters = _outputs(str(outputs), "uploads", {"dlqUrl", "functionName"})
     assert dead_letters["dlqUrl"].startswith("https://sqs.")
     assert _outputs(str(outputs), "reminders", {"table", "stateMachineArn", "dlqUrl"})
+
+
+def test_clear_forgets_a_checkpoint_and_never_deletes_another_components_item(
+    workflow: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    ddb = runtime.client("dynamodb")
+    assert main(["mark", "--key", "k", "--step", "charge", *workflow]) == 0
+    assert main(["clear", "--key", "k", *workflow]) == 0
+    assert Checkpoints("checkpoints", workflow[-1]).show("k") is None
+    # GIVEN a scheduler's message in the table given (its outputs also name a table and a
+    # state machine): never deleted, the reason said, exit 2
+    message = {"pk": {"S": "MESSAGE#abc"}, "status": {"S": "STANDBY"}}
+    ddb.put_item(TableName="checkpoints", Item=message)
+    capsys.readouterr()
+    assert main(["clear", "--key", "MESSAGE#abc", *workflow]) == 2
+    assert "no checkpoint of this workflow's table" in capsys.readouterr().err
+    assert ddb.get_item(TableName="checkpoints", Key={"pk": message["pk"]}).get("Item")
+    # AND a state machine that is no resumable workflow's (a scheduler's slot clock) is
+    # refused before anything is read or written
+    slot_clock = make_state_machine(
+        {"StartAt": "Wait", "States": {"Wait": {"Type": "Wait", "Seconds": 1, "End": True}}},
+        name="slots",
+    )
+    assert (
+        main(
+            [
+                "clear",
+                "--key",
+                "MESSAGE#abc",
+                "--table",
+                "checkpoints",
+                "--state-machine",
+                slot_clock,
+            ]
+        )
+        == 2
+    )
+    assert "not a ResumableWorkflow's state machine" in capsys.readouterr().err
+    assert ddb.get_item(TableName="checkpoints", Key={"pk": message["pk"]}).get("Item")
