@@ -484,7 +484,7 @@ def transform_once(
                 "transform failed; the event will be retried",
                 object=ref.identity,
                 error=aws_code(exc) if isinstance(exc, ClientError) else type(exc).__name__,
-                detail=str(exc)[:300],
+                exc=exc,
             )
             raise
         log("INFO", result["status"], object=ref.identity, output=result.get("output"))

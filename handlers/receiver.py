@@ -200,7 +200,7 @@ def _complete(table: str, message_id: str, mine: str, result: Any) -> None:
             "ERROR",
             "message applied, not recorded COMPLETE",
             message_id=message_id,
-            error=repr(exc),
+            exc=exc,
         )
 
 
@@ -223,9 +223,9 @@ def _forget(table: str, message_id: str, mine: str) -> None:
         except ClientError as exc:
             if aws_code(exc) == "ConditionalCheckFailedException":
                 return  # not ours (or gone): nothing to forget
-            error = repr(exc)
+            last: Exception = exc
         except Exception as exc:
-            error = repr(exc)
+            last = exc
         if attempt < FORGET_ATTEMPTS - 1:
             time.sleep(0.2 * 2**attempt)
-    log("ERROR", "failed run's record not deleted", message_id=message_id, error=error)
+    log("ERROR", "failed run's record not deleted", message_id=message_id, exc=last)

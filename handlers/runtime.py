@@ -8,6 +8,7 @@ import json
 import os
 import sys
 import time
+import traceback
 from typing import Any
 
 from exactly_once.handlers import timestamps
@@ -84,7 +85,11 @@ def correlate(correlation_id: str | None) -> None:
 
 
 def log(level: str, message: str, **fields: Any) -> None:
-    """One JSON object per line, as CloudWatch Logs Insights and Powertools read them."""
+    """One JSON object per line, as CloudWatch Logs Insights and Powertools read them; with
+    `exc=` an exception, its keys as Powertools' `logger.exception` writes them
+    (`exception_name`, and `exception`: the formatted traceback), so a query for
+    Powertools' errors finds ours."""
+    exc = fields.pop("exc", None)
     threshold = _LEVELS.get(os.environ.get("LOG_LEVEL", "INFO").upper(), 20)
     if _LEVELS.get(level, 20) < threshold:
         return
@@ -110,6 +115,9 @@ def log(level: str, message: str, **fields: Any) -> None:
         "xray_trace_id": trace.split(";")[0].replace("Root=", "") or None,
         **fields,
     }
+    if isinstance(exc, BaseException):
+        record["exception_name"] = type(exc).__name__
+        record["exception"] = "".join(traceback.format_exception(exc)).rstrip()
     # as Powertools does, a key without a value is left out (no trace id without tracing)
     record = {k: v for k, v in record.items() if v is not None}
     sys.stdout.write(json.dumps(record, default=str) + "\n")

@@ -104,7 +104,7 @@ def _abort(s3: Any, upload: dict[str, Any]) -> None:
             Bucket=upload["Bucket"], Key=upload["Key"], UploadId=upload["UploadId"]
         )
     except ClientError as exc:
-        log("WARNING", "could not abort a multipart upload", key=upload["Key"], error=str(exc))
+        log("WARNING", "could not abort a multipart upload", key=upload["Key"], exc=exc)
 
 
 def _knows_if_none_match(s3: Any) -> bool:

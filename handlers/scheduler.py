@@ -253,7 +253,7 @@ def start_soon(config: SchedulerSettings, item: dict[str, Any], context: Any) ->
     try:
         start(config, item, context)
     except Exception as exc:  # any failure: the stream and the sweep start it instead
-        log("WARNING", "start deferred to the stream", message_id=item["id"]["S"], error=repr(exc))
+        log("WARNING", "start deferred to the stream", message_id=item["id"]["S"], exc=exc)
 
 
 def to_message(item: dict[str, Any]) -> dict[str, Any]:
@@ -438,7 +438,7 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
         try:
             _ended_metrics(image)
         except (KeyError, ValueError) as exc:  # a metric must never fail the batch
-            log("WARNING", "no metric for an ended message", error=repr(exc))
+            log("WARNING", "no metric for an ended message", exc=exc)
     return {"outcomes": outcomes}
 
 

@@ -291,7 +291,7 @@ def claim_once(
             return claim(table, message_id, me, lease() if callable(lease) else lease)
         except Exception as exc:
             if attempt == CLAIM_ATTEMPTS - 1:
-                log("WARNING", "not claimed", message_id=message_id, error=repr(exc))
+                log("WARNING", "not claimed", message_id=message_id, exc=exc)
                 return exc
             time.sleep(min(5.0, 0.2 * 2.0**attempt) * random.random())
     raise AssertionError("unreachable")
@@ -600,7 +600,7 @@ def count_send(table: str, message_id: str, me: str, token: str) -> str:
         ddb = _client("dynamodb")
         old = scheduler_store.count_send(ddb, table, message_id, me, token, SEND_BUDGET)
     except Exception as exc:
-        log("WARNING", "send not counted", message_id=message_id, error=repr(exc))
+        log("WARNING", "send not counted", message_id=message_id, exc=exc)
         return "NOT_COUNTED"
     if old is None:
         return "COUNTED"
@@ -715,7 +715,7 @@ def record(
             log("WARNING", "claim taken over before its status", message_id=message_id)
             return "TAKEN_OVER"
         except Exception as exc:
-            log("WARNING", "status not written yet", message_id=message_id, error=repr(exc))
+            log("WARNING", "status not written yet", message_id=message_id, exc=exc)
         pause = min(30.0, 2.0**attempt) * random.random()
         if stop_by is not None and time.time() + pause >= stop_by:
             break  # the invocation ends soon: say so (StatusNotRecorded), not a timeout
@@ -731,7 +731,7 @@ def release(table: str, message_id: str, me: str, token: str | None = None) -> s
     try:
         scheduler_store.release(_client("dynamodb"), table, message_id, me, token)
     except Exception as exc:  # (one no longer ours: False, nothing to do)
-        log("WARNING", "claim not released", message_id=message_id, error=repr(exc))
+        log("WARNING", "claim not released", message_id=message_id, exc=exc)
     return "RELEASED"
 
 
@@ -762,7 +762,7 @@ def renew(table: str, message_id: str, me: str, lease: float) -> bool | None:
     try:
         return scheduler_store.renew(_renewals(), table, message_id, me, lease)
     except Exception as exc:
-        log("WARNING", "lease not renewed", message_id=message_id, error=repr(exc))
+        log("WARNING", "lease not renewed", message_id=message_id, exc=exc)
         return None
 
 

@@ -106,7 +106,7 @@ class _Pass:
                 try:
                     done.append((message_id, work(message_id, publish_at)))
                 except Exception as exc:
-                    log("WARNING", "sweep: left", message_id=message_id, error=repr(exc))
+                    log("WARNING", "sweep: left", message_id=message_id, exc=exc)
                     with _COUNT:  # (from the lanes' threads)
                         self.failed += 1
             return done
@@ -223,7 +223,7 @@ def _start_slots(
             try:
                 outcome = start(config, _keys(message_id, publish_at), context)
             except Exception as exc:
-                log("WARNING", "sweep: left", message_id=message_id, error=repr(exc))
+                log("WARNING", "sweep: left", message_id=message_id, exc=exc)
                 run.failed += 1
                 continue
             started += outcome.status == "STARTED"
@@ -293,11 +293,11 @@ def _firing(
             try:  # one message's failing call leaves it to the next run, never the others
                 overdue += consider(message_id)
             except Exception as exc:
-                log("WARNING", "sweep: left", message_id=message_id, error=repr(exc))
+                log("WARNING", "sweep: left", message_id=message_id, exc=exc)
                 run.failed += 1
                 unread.add(slots.slot_of(publish_at))
     except Exception as exc:  # an index read failed: what it held waits for the next run
-        log("WARNING", "sweep: FIRING lanes left", error=repr(exc))
+        log("WARNING", "sweep: FIRING lanes left", exc=exc)
         run.failed += 1
         finished = False
     if not finished:
@@ -316,7 +316,7 @@ def _firing(
                 request_id(context),
             )
         except Exception as exc:
-            log("WARNING", "sweep: restart left", slot=slot, error=repr(exc))
+            log("WARNING", "sweep: restart left", slot=slot, exc=exc)
             run.failed += 1
             continue
         restarted += outcome.status == "STARTED"

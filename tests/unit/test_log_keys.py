@@ -76,3 +76,26 @@ def test_only_the_first_invocation_of_a_sandbox_is_a_cold_start(lambda_environme
     first, second = our_line(), our_line()
     assert (first["cold_start"], second["cold_start"]) == (True, False)
     assert "correlation_id" in second  # set by the handler, per invocation
+
+
+def test_an_error_line_has_the_exception_keys_of_powertools_logger_exception(
+    lambda_environment: None,
+) -> None:
+    from aws_lambda_powertools import Logger
+
+    stream = io.StringIO()
+    # (a service of its own: Powertools keeps one logger, and its first handler, per name)
+    logger = Logger(service="orders-errors", logger_handler=logging.StreamHandler(stream))
+    ours = io.StringIO()
+    try:
+        raise ValueError("the table refused")
+    except ValueError as exc:
+        logger.exception("status not written")
+        with redirect_stdout(ours):
+            runtime.log("WARNING", "status not written", exc=exc)
+    theirs = json.loads(stream.getvalue().splitlines()[-1])
+    line = json.loads(ours.getvalue().splitlines()[-1])
+    assert (line["exception_name"], line["exception"]) == (
+        theirs["exception_name"],
+        theirs["exception"],
+    )
