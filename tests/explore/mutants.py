@@ -327,6 +327,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         "scheduler and not slot and not cancelled",
     ),
     Mutant(
+        "slot-bus-internal-failure-refused",
+        "an event bus entry answered InternalFailure (it may have been put) is taken for a "
+        "refusal: resent uncounted, past the send budget",
+        "handlers/scheduler_slots.py",
+        '            unseen = code == "InternalFailure"',
+        "            unseen = False",
+        "scheduler and not slot and not cancelled",
+    ),
+    Mutant(
         "slot-fifo-resent-past-window",
         "a FIFO queue's message is resent past its 5-minute deduplication interval (a claim "
         "taken over after its claimant died, 15 minutes on): SQS delivers it again",

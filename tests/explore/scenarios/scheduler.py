@@ -122,21 +122,24 @@ class FifoQueue:
 # invocations ("your function might receive the same event more than once", Lambda
 # developer guide, asynchronous invocation), or a slow run overlaps the next period's.
 OVERLAPPING_SWEEPS = 14
+BUS_ARN = ARN.format("events", "event-bus/target-bus")
 FLOW_ARN = ARN.format("states", "stateMachine:target-flow")
 EXPRESS_ARN = ARN.format("states", "stateMachine:target-express")
 
 
 def target_of(number: int, plain: bool) -> str:
     """The plain scenario's message's channel by schedule number: a FIFO queue (every third
-    from the 2nd), an EXPRESS state machine (every 14th from the 10th), a STANDARD one
-    (every 7th from the 3rd), else the Lambda target that drops no redelivery. (Numbers
-    the kept replays use keep their channel.)"""
+    from the 2nd), an EXPRESS state machine (every 14th from the 10th), an event bus (every
+    11th from the 6th), a STANDARD state machine (every 7th from the 3rd), else the Lambda
+    target that drops no redelivery. (Numbers the kept replays use keep their channel.)"""
     if not plain:
         return "demo"
     if number % 3 == FIFO_SCHEDULES:
         return "fifo"
     if number % 14 == 10:
         return "express"
+    if number % 11 == 6:
+        return "bus"
     return "flow" if number % 7 == 3 else "demo"
 
 
@@ -176,6 +179,42 @@ class Workflows:
         return json_response(
             request.url, 200, {"executionArn": execution, "startDate": self.clock.now}
         )
+
+
+class EventBus:
+    """An EventBridge bus as a scheduler target. PutEvents answers 200 with each entry's
+    own outcome ("PutEventsResultEntry", EventBridge API Reference): by schedule number,
+    the first put of a message is refused unrun (`ThrottlingException`), or answered
+    `InternalFailure`, an unknown error, after the event was put (the effect happened,
+    its answer says failed); every later one is put. A bus delivers at least once: its
+    consumers key the effect by the message id."""
+
+    def __init__(self, clock: Any, number: int) -> None:
+        self.clock = clock
+        self.first = ("ThrottlingException", "InternalFailure", None)[number % 3]
+        self.put: dict[str, list[float]] = {}  # message id -> events put
+        self.tried: set[str] = set()
+        self.unseen: dict[str, int] = {}  # message id -> puts answered InternalFailure
+
+    def answer(self, call: Any, request: Any) -> Any:
+        if not (call.service == "events" and call.operation == "PutEvents"):
+            return None
+        [entry] = call.params["Entries"]
+        if entry.get("EventBusName") != BUS_ARN:
+            return None
+        message_id = json.loads(entry["Detail"])["id"]
+        first = message_id not in self.tried
+        self.tried.add(message_id)
+        if first and self.first == "ThrottlingException":  # refused: nothing put
+            failed = {"ErrorCode": self.first, "ErrorMessage": "Rate exceeded"}
+            return json_response(request.url, 200, {"FailedEntryCount": 1, "Entries": [failed]})
+        self.put.setdefault(message_id, []).append(self.clock.now)
+        if first and self.first == "InternalFailure":
+            self.unseen[message_id] = 1  # (its sender cannot tell it was put)
+            failed = {"ErrorCode": self.first, "ErrorMessage": "an internal error"}
+            return json_response(request.url, 200, {"FailedEntryCount": 1, "Entries": [failed]})
+        entries = [{"EventId": message_id}]
+        return json_response(request.url, 200, {"FailedEntryCount": 0, "Entries": entries})
 
 
 class CallerGaveUp(Exception):
@@ -228,7 +267,8 @@ class SchedulerScenario(Scenario):
         services = ("dynamodb", "stepfunctions", "lambda")
         found = [runtime.client(s) for s in services]
         found += [
-            scheduler_slots._client(s) for s in ("dynamodb", "lambda", "sqs", "stepfunctions")
+            scheduler_slots._client(s)
+            for s in ("dynamodb", "lambda", "sqs", "stepfunctions", "events")
         ]
         return [*found, scheduler_slots._renewals(), self.integration]
 
@@ -256,7 +296,7 @@ class SchedulerScenario(Scenario):
                 TableName=f"{TABLE}-{tag}",
                 Item={"pk": {"S": "INVOKER#fifo"}, "target_arn": {"S": FIFO_ARN}},
             )
-            for channel, arn in (("flow", FLOW_ARN), ("express", EXPRESS_ARN)):
+            for channel, arn in (("flow", FLOW_ARN), ("express", EXPRESS_ARN), ("bus", BUS_ARN)):
                 ddb.put_item(  # a STANDARD and an EXPRESS state machine (Workflows)
                     TableName=f"{TABLE}-{tag}",
                     Item={"pk": {"S": f"INVOKER#{channel}"}, "target_arn": {"S": arn}},
@@ -347,10 +387,12 @@ class SchedulerScenario(Scenario):
         seconds = target_seconds(number)
         queue = FifoQueue(clock)
         workflows = Workflows(clock)
-        world.injector.models += [queue.answer, workflows.answer]
+        bus = EventBus(clock, number)
+        world.injector.models += [queue.answer, workflows.answer, bus.answer]
         plain = target_of(number, not (self.slots or self.cancel))
         fifo = plain == "fifo"
-        dropping = plain in ("fifo", "flow", "express")  # (the target itself drops repeats)
+        # (the target drops repeats itself; a bus's consumers do, by the id)
+        dropping = plain in ("fifo", "flow", "express", "bus")
 
         def target(event: Any, context: Any) -> Any:
             """Its effect at once, then its run time: past its caller's read timeout, the
@@ -581,6 +623,8 @@ class SchedulerScenario(Scenario):
                 delivered = queue.delivered if fifo else fires
                 if plain in ("flow", "express"):
                     delivered = workflows.started
+                if plain == "bus":
+                    delivered = bus.put
                 fired = delivered.get(message_id, [])
                 message_publish = publish_of(i)
                 if i == 0 and late_cancel and cancels and cancels[0] == 200:
@@ -597,6 +641,9 @@ class SchedulerScenario(Scenario):
                     violations.append(f"a cancel answered {cancels[0]}")
                 ambiguous = self.ambiguous(world, message_id)
                 unseen = self.ambiguous(world, message_id, unseen=True)
+                if plain == "bus":  # (an entry answered InternalFailure after it was put)
+                    ambiguous += bus.unseen.get(message_id, 0)
+                    unseen += bus.unseen.get(message_id, 0)
                 found = verdict_of(
                     final, fired, ambiguous, unseen, message_publish, channel_of(i), self.budget
                 )
@@ -728,6 +775,10 @@ def unrecordable(world: World, message_id: str) -> bool:
 def is_target_invoke(call: Any, message_id: str) -> bool:
     """A send to the target (an invoke, a FIFO queue's SendMessage, a state machine's
     StartExecution) of `message_id`."""
+    if call.service == "events" and call.operation == "PutEvents":
+        entries = call.params.get("Entries") or [{}]
+        detail = json.loads(entries[0].get("Detail") or "{}")
+        return bool(entries[0].get("EventBusName") == BUS_ARN and detail.get("id") == message_id)
     if call.service == "stepfunctions" and call.operation == "StartExecution":
         machine = call.params.get("stateMachineArn")
         return bool(machine in (FLOW_ARN, EXPRESS_ARN) and call.params.get("name") == message_id)
@@ -795,6 +846,15 @@ def verdict_of(
             violations.append(f"ended {status}, not DONE")
         elif status == "DONE" and not fired:
             violations.append("ended DONE, never fired")
+    elif channel == "bus":  # at least once, by its rule: resent after an unseen outcome
+        if status not in ("DONE", "UNKNOWN"):
+            violations.append(f"ended {status}, not DONE")
+        elif status == "UNKNOWN" and not unseen:
+            violations.append("ended UNKNOWN with no send whose outcome was lost")
+        if status == "DONE" and not fired:
+            violations.append("ended DONE, never put")
+        if len(fired) > budget:
+            violations.append(f"put {len(fired)} times, past the send budget {budget}")
     else:
         # (a budget of 1 is spent by the claim's own send: UNKNOWN after one unseen outcome)
         spent = status == "UNKNOWN" and unseen >= max(1, budget - 1)
