@@ -228,10 +228,10 @@ CATALOGUE: tuple[Mutant, ...] = (
         "after other claims landed, instead of being retried for that message",
         "handlers/scheduler_slots.py",
         "            if attempt == CLAIM_ATTEMPTS - 1:\n"
-        '                log("WARNING", "not claimed", message_id=message_id, error=repr(exc))\n'
+        '                log("WARNING", "not claimed", message_id=message_id, exc=exc)\n'
         "                return exc",
         "            if True:\n"
-        '                log("WARNING", "not claimed", message_id=message_id, error=repr(exc))\n'
+        '                log("WARNING", "not claimed", message_id=message_id, exc=exc)\n'
         "                raise",
         "slot",
     ),
