@@ -375,6 +375,20 @@ def _machine_type(arn: str) -> str:
     return str(_client("stepfunctions").describe_state_machine(stateMachineArn=machine)["type"])
 
 
+def _express_target(machine: str) -> TargetFailed:
+    cause = f"{machine} is an EXPRESS state machine: it does not drop a second start"
+    return TargetFailed("Scheduler.ExpressTarget", cause, Outcome.REFUSED)
+
+
+def _express(machine: str) -> bool:
+    """Whether the machine is EXPRESS, if its type can be read now (else False: the send
+    reads it again)."""
+    try:
+        return _machine_type(machine) != "STANDARD"
+    except Exception:
+        return False
+
+
 def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
     """One delivery attempt, each kind as components/targets.py's Task sends it; a Lambda
     target's answer waited for `within` seconds at most."""
@@ -404,8 +418,7 @@ def send(target_arn: str, delivery: dict[str, Any], within: float | None = None)
         # An EXPRESS machine starts a second execution of a name already started
         # (StartExecution: "Idempotency is not automatically managed"): never sent to.
         if _machine_type(where) != "STANDARD":
-            cause = f"{where} is an EXPRESS state machine: it does not drop a second start"
-            raise TargetFailed("Scheduler.ExpressTarget", cause, Outcome.REFUSED)
+            raise _express_target(where)
         try:
             _client("stepfunctions").start_execution(
                 stateMachineArn=where, name=message_id, input=text
@@ -627,7 +640,10 @@ def deliver(
     sleep = sleep or time.sleep  # read when called: a test's clock may stand in for time
     throttled = refused = failed = 0
     if sending is not None and sending.earlier:
-        # A claimant before this one counted a send and never recorded its outcome.
+        # A claimant before this one counted a send and never recorded its outcome: none
+        # reached an EXPRESS machine (none is ever sent to), so that refusal stands.
+        if kind_of(target_arn) == TargetKind.STATES and _express(address(target_arn)):
+            raise _express_target(address(target_arn))
         why = f"{sending.earlier} sends counted by claimants that never recorded an outcome"
         sending.may_resend(OutcomeUnknown("Scheduler.EarlierSend", why))
         if sending.spent > SEND_BUDGET:

@@ -181,6 +181,14 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         lambda: scenarios.SchedulerScenario(),
+        "timeout@9,stale@19",
+        220,
+        "slot defect 11 (found by the Step Functions target model): a claimant timed out "
+        "reading an EXPRESS target's type; its retry took the counted send for one that "
+        "may have run and ended the message UNKNOWN, where none reaches an EXPRESS machine",
+    ),
+    (
+        lambda: scenarios.SchedulerScenario(),
         "fail@10,fail@11",
         229,
         "explorer: a slow target's UNKNOWN, its final write failing both tries, was judged "
