@@ -101,6 +101,7 @@ def start(event: Any, context: Any, config: StarterSettings) -> dict[str, Any]:
             "WARNING",
             "the start failed; the event will be retried",
             error=code,
+            exc=exc,
             event_id=event_id,
             **shown,
         )

@@ -86,9 +86,9 @@ def correlate(correlation_id: str | None) -> None:
 
 def log(level: str, message: str, **fields: Any) -> None:
     """One JSON object per line, as CloudWatch Logs Insights and Powertools read them; with
-    `exc=` an exception, its keys as Powertools' `logger.exception` writes them
-    (`exception_name`, and `exception`: the formatted traceback), so a query for
-    Powertools' errors finds ours."""
+    `exc=` an exception, two of the keys Powertools' `logger.exception` writes
+    (`exception_name`, and `exception`: the formatted traceback; not its structured
+    `stack_trace`), so a query for Powertools' errors finds ours."""
     exc = fields.pop("exc", None)
     threshold = _LEVELS.get(os.environ.get("LOG_LEVEL", "INFO").upper(), 20)
     if _LEVELS.get(level, 20) < threshold:
@@ -117,7 +117,8 @@ def log(level: str, message: str, **fields: Any) -> None:
     }
     if isinstance(exc, BaseException):
         record["exception_name"] = type(exc).__name__
-        record["exception"] = "".join(traceback.format_exception(exc)).rstrip()
+        # (as logging.Formatter.formatException: one trailing newline dropped)
+        record["exception"] = "".join(traceback.format_exception(exc)).removesuffix("\n")
     # as Powertools does, a key without a value is left out (no trace id without tracing)
     record = {k: v for k, v in record.items() if v is not None}
     sys.stdout.write(json.dumps(record, default=str) + "\n")

@@ -67,7 +67,7 @@ class ObjectStream(io.RawIOBase):
             "the input stream broke; resuming where it stopped",
             key=self._request.get("Key"),
             offset=self._position,
-            error=type(exc).__name__,
+            exc=exc,
         )
         self._body.close()
         request = {**self._request, "Range": f"bytes={self._position}-"}

@@ -78,6 +78,9 @@ def register_batch(
     nothing stored; a bad entry fails alone (senderFault: true); an AWS error an entry
     met fails it with senderFault: false, for the caller to retry that entry."""
     entries = body.get("entries") if isinstance(body, dict) else None
+    if isinstance(body, dict) and set(body) - {"entries"}:
+        unknown = ", ".join(sorted(set(body) - {"entries"}))
+        raise BadEvent(f'unknown fields {unknown}: a batch is {{"entries": [...]}} only')
     if not isinstance(entries, list) or not 1 <= len(entries) <= MAX_ENTRIES:
         raise BadEvent(f'the body must be {{"entries": [...]}} with 1 to {MAX_ENTRIES} entries')
     ids = [entry.get("id") if isinstance(entry, dict) else None for entry in entries]

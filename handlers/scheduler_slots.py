@@ -380,13 +380,33 @@ def _express_target(machine: str) -> TargetFailed:
     return TargetFailed("Scheduler.ExpressTarget", cause, Outcome.REFUSED)
 
 
-def _express(machine: str) -> bool:
-    """Whether the machine is EXPRESS, if its type can be read now (else False: the send
-    reads it again)."""
+def _express(machine: str, delivery: dict[str, Any]) -> bool:
+    """Whether the machine is EXPRESS; its type unread (DescribeStateMachine failing) is
+    OutOfTime: the claim is given back, its counted sends kept, for the Fire's retry (a
+    read that failed is never taken for a send). A machine's type never changes while its
+    ARN names it (UpdateStateMachine cannot change it; a machine deleted and created again
+    under the same name may, and each sandbox reads a type once)."""
     try:
         return _machine_type(machine) != "STANDARD"
-    except Exception:
-        return False
+    except Exception as exc:
+        log("WARNING", "target's type not read", message_id=delivery["id"], exc=exc)
+        raise OutOfTime(delivery["id"]) from exc
+
+
+def _standard(machine: str) -> None:
+    """Before a start: the machine is STANDARD, else TargetFailed (never sent to). A read
+    that failed never ran anything: a throttle is retried as one, any other error as a
+    send never made (NotSent), never counted as a send that may have run."""
+    try:
+        express = _machine_type(machine) != "STANDARD"
+    except ClientError as exc:
+        if aws_code(exc) in THROTTLE_CODES:
+            raise
+        raise NotSent(f"DescribeStateMachine: {exc!r}") from exc
+    except Exception as exc:
+        raise NotSent(f"DescribeStateMachine: {exc!r}") from exc
+    if express:
+        raise _express_target(machine)
 
 
 def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
@@ -417,8 +437,7 @@ def send(target_arn: str, delivery: dict[str, Any], within: float | None = None)
     elif kind == TargetKind.STATES:
         # An EXPRESS machine starts a second execution of a name already started
         # (StartExecution: "Idempotency is not automatically managed"): never sent to.
-        if _machine_type(where) != "STANDARD":
-            raise _express_target(where)
+        _standard(where)
         try:
             _client("stepfunctions").start_execution(
                 stateMachineArn=where, name=message_id, input=text
@@ -642,7 +661,7 @@ def deliver(
     if sending is not None and sending.earlier:
         # A claimant before this one counted a send and never recorded its outcome: none
         # reached an EXPRESS machine (none is ever sent to), so that refusal stands.
-        if kind_of(target_arn) == TargetKind.STATES and _express(address(target_arn)):
+        if kind_of(target_arn) == TargetKind.STATES and _express(address(target_arn), delivery):
             raise _express_target(address(target_arn))
         why = f"{sending.earlier} sends counted by claimants that never recorded an outcome"
         sending.may_resend(OutcomeUnknown("Scheduler.EarlierSend", why))

@@ -312,20 +312,29 @@ def run(args: argparse.Namespace) -> Any:
     workflow = _workflow(args)
     if args.command == "show":
         return workflow.show(args.key) or {"key": args.key, "steps": None}
-    if args.command == "mark":
-        workflow.mark_done(args.key, _known_step(workflow, args.step), args.output)
-        return workflow.show(args.key)
-    if args.command == "unmark":
-        workflow.mark_not_done(args.key, _known_step(workflow, args.step))
+    if args.command in ("mark", "unmark"):
+        step = _known_step(workflow, args.step)
+        try:
+            if args.command == "mark":
+                workflow.mark_done(args.key, step, args.output)
+            else:
+                workflow.mark_not_done(args.key, step)
+        except workflow.ddb.exceptions.ConditionalCheckFailedException:
+            raise CommandError(
+                f"{args.key!r} is no checkpoint of this workflow's table ({workflow.table}): "
+                "nothing written (is --component, or --table, a ResumableWorkflow's?)"
+            ) from None
         return workflow.show(args.key)
     if args.command == "clear":
         _steps(workflow)  # (a resumable workflow's, or nothing is deleted)
-        if not workflow.clear(args.key):
+        cleared = workflow.clear(args.key)
+        if cleared == "refused":
             raise CommandError(
                 f"{args.key!r} is no checkpoint of this workflow's table ({workflow.table}): "
                 "nothing deleted (is --component, or --table, a ResumableWorkflow's?)"
             )
-        return {"key": args.key, "cleared": True}
+        return {"key": args.key, "cleared": cleared == "cleared"}  # (absent: nothing to do)
+    _steps(workflow)  # (a resumable workflow's, or nothing is started)
     return workflow.rerun(args.key, args.input).as_dict()
 
 

@@ -43,6 +43,15 @@ def _number(value: Mapping[str, Any] | None) -> int | None:
 STATE_MACHINE_ARN = re.compile(r"^arn:aws[\w-]*:states:([a-z0-9-]+):\d{12}:stateMachine:[\w-]+$")
 
 
+# What a checkpoint item is, as a condition: never another component's item (a scheduler's
+# message or a receiver's record has a `status`; a scheduler's channel record neither a
+# run's `first_execution` nor an operator's `expires_at`).
+CHECKPOINT = (
+    "attribute_exists(pk) AND attribute_not_exists(#s) AND "
+    "(attribute_exists(first_execution) OR attribute_exists(expires_at))"
+)
+
+
 class Checkpoints:
     """One workflow's checkpoints. AWS credentials come from the standard chain (or
     `profile`: ops/session.py); the region is `region`, else the state machine ARN's (the
@@ -104,12 +113,15 @@ class Checkpoints:
         }
 
     def mark_done(self, key: str, step: str, output: Any = None, ttl_days: int = 30) -> None:
-        """Record `step` as done (by an operator) so the next run skips it."""
+        """Record `step` as done (by an operator) so the next run skips it (on a checkpoint,
+        or a key with none yet; never on another kind of item: ConditionalCheckFailed)."""
         entry = json.dumps({"done": True, "output": output, "by": "operator"})
         self.ddb.update_item(
             TableName=self.table,
             Key={"pk": {"S": key}},
             UpdateExpression=f"SET {attribute(step)} = :entry, expires_at = :ttl",
+            ConditionExpression=f"attribute_not_exists(pk) OR ({CHECKPOINT})",
+            ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={
                 ":entry": {"S": entry},
                 ":ttl": {"N": str(int(time.time()) + ttl_days * 86400)},
@@ -121,24 +133,28 @@ class Checkpoints:
             TableName=self.table,
             Key={"pk": {"S": key}},
             UpdateExpression=f"SET {attribute(step)} = :empty",
+            ConditionExpression=f"attribute_not_exists(pk) OR ({CHECKPOINT})",
+            ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues={":empty": {"S": EMPTY}},
         )
 
-    def clear(self, key: str) -> bool:
+    def clear(self, key: str) -> str:
         """Forget every step of `key`: the next run starts from scratch. Only a checkpoint
-        is deleted (an item with no `status`: a scheduler's message and a receiver's record
-        have one); False, and nothing deleted, for any other item or none (a table given by
-        mistake keeps what it holds)."""
+        is deleted (CHECKPOINT: no `status`, which a scheduler's message and a receiver's
+        record carry; a run's `first_execution` or an operator's `expires_at`, which a
+        scheduler's channel record lacks): "cleared", "absent" (nothing to forget), or
+        "refused" (another kind of item: a table given by mistake keeps what it holds)."""
         try:
             self.ddb.delete_item(
                 TableName=self.table,
                 Key={"pk": {"S": key}},
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#s)",
+                ConditionExpression=CHECKPOINT,
                 ExpressionAttributeNames={"#s": "status"},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except self.ddb.exceptions.ConditionalCheckFailedException:
-            return False
-        return True
+        except self.ddb.exceptions.ConditionalCheckFailedException as exc:
+            return "refused" if exc.response.get("Item") else "absent"
+        return "cleared"
 
     def rerun(self, key: str, document: dict[str, Any]) -> Outcome:
         """Start from the top under a new, deterministic attempt name (key, key-r1, ...)."""

@@ -311,8 +311,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "an EXPRESS state machine is sent to: a resend starts a second execution of the "
         "message's name",
         "handlers/scheduler_slots.py",
-        '        if _machine_type(where) != "STANDARD":',
-        "        if False:",
+        "    if express:\n        raise _express_target(machine)",
+        "    if False:\n        raise _express_target(machine)",
         "scheduler and not slot and not cancelled",
     ),
     Mutant(

@@ -189,6 +189,14 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         lambda: scenarios.SchedulerScenario(),
+        "lost@9,switch@11,switch@16,dup@127",
+        346,
+        "slot defect 12 (the review of defect 11): an EXPRESS target's DescribeStateMachine "
+        "answer lost was classified as a send that may have run, spending the budget: the "
+        "message ended UNKNOWN, nothing ever sent",
+    ),
+    (
+        lambda: scenarios.SchedulerScenario(),
         "fail@10,fail@11",
         229,
         "explorer: a slow target's UNKNOWN, its final write failing both tries, was judged "

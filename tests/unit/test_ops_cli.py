@@ -309,14 +309,20 @@ def test_clear_forgets_a_checkpoint_and_never_deletes_another_components_item(
     assert main(["mark", "--key", "k", "--step", "charge", *workflow]) == 0
     assert main(["clear", "--key", "k", *workflow]) == 0
     assert Checkpoints("checkpoints", workflow[-1]).show("k") is None
+    capsys.readouterr()
+    assert main(["clear", "--key", "k", *workflow]) == 0  # (again: nothing to forget)
+    assert json.loads(capsys.readouterr().out) == {"key": "k", "cleared": False}
     # GIVEN a scheduler's message in the table given (its outputs also name a table and a
     # state machine): never deleted, the reason said, exit 2
     message = {"pk": {"S": "MESSAGE#abc"}, "status": {"S": "STANDBY"}}
-    ddb.put_item(TableName="checkpoints", Item=message)
-    capsys.readouterr()
-    assert main(["clear", "--key", "MESSAGE#abc", *workflow]) == 2
-    assert "no checkpoint of this workflow's table" in capsys.readouterr().err
-    assert ddb.get_item(TableName="checkpoints", Key={"pk": message["pk"]}).get("Item")
+    channel = {"pk": {"S": "INVOKER#demo"}, "target_arn": {"S": FN}}  # (no status either)
+    for item in (message, channel):
+        ddb.put_item(TableName="checkpoints", Item=item)
+        for command in (["clear"], ["mark", "--step", "charge"], ["unmark", "--step", "charge"]):
+            capsys.readouterr()
+            assert main([*command, "--key", item["pk"]["S"], *workflow]) == 2
+            assert "no checkpoint of this workflow's table" in capsys.readouterr().err
+        assert ddb.get_item(TableName="checkpoints", Key={"pk": item["pk"]})["Item"] == item
     # AND a state machine that is no resumable workflow's (a scheduler's slot clock) is
     # refused before anything is read or written
     slot_clock = make_state_machine(

@@ -289,6 +289,16 @@ def test_a_malformed_batch_is_a_400_and_stores_nothing(
     assert not [i for i in stored if i["pk"]["S"].startswith("MESSAGE#")]
 
 
+def test_a_batch_with_a_field_beside_its_entries_is_a_400_naming_it(
+    config: SchedulerSettings,
+) -> None:
+    event = batch([{"id": "a", "idempotencyKey": "k", "publishTime": NOW + 60, "channel": "demo"}])
+    event["body"] = json.dumps({**json.loads(event["body"]), "idempotencyKey": "batch-1"})
+    answer = scheduler_api.serve(event, config)
+    assert answer["statusCode"] == 400
+    assert "unknown fields idempotencyKey" in json.loads(answer["body"])["message"]
+
+
 def test_a_batch_just_under_the_byte_bound_is_registered_whole(config: SchedulerSettings) -> None:
     # 100 entries of ~31 KB: a body just under scheduler_api.MAX_BATCH_BYTES
     event = batch(large_entries(30_900))

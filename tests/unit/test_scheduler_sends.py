@@ -575,3 +575,33 @@ def test_a_claim_in_hand_is_renewed_and_a_claimant_that_lost_it_sends_nothing_mo
     counts = scheduler_slots.fire(config.table, slot, "x#0#c")
     assert counts == {"skipped": 0, "TAKEN_OVER": 1} and sent == [lost]
     assert status_of(config, lost)["claimed_by"]["S"] == "y#1#b"
+
+
+def test_a_target_type_that_could_not_be_read_is_never_counted_as_a_send(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a state machine whose type reads fail twice (a 5xx, a lost answer), then EXPRESS
+    reads: list[str] = []
+
+    def machine_type(arn: str) -> str:
+        reads.append(arn)
+        if len(reads) == 1:
+            raise ClientError(
+                {
+                    "Error": {"Code": "InternalServerError"},
+                    "ResponseMetadata": {"HTTPStatusCode": 500},
+                },
+                "DescribeStateMachine",
+            )
+        if len(reads) == 2:
+            raise ReadTimeoutError(endpoint_url="https://states")
+        return "EXPRESS"
+
+    monkeypatch.setattr(scheduler_slots, "_machine_type", machine_type)
+    machine = "arn:aws:states:us-east-1:1:stateMachine:fast"
+    sending = scheduler_slots.Sending(config.table, "m", "x#0#r", Resend.ALWAYS, time.time(), 0)
+    # THEN it ends refused as EXPRESS, nothing sent, no send counted past the claim's own
+    with pytest.raises(TargetFailed, match="EXPRESS") as refused:
+        scheduler_slots.deliver(machine, {"id": "m"}, sending=sending)
+    assert refused.value.error == "Scheduler.ExpressTarget" and len(reads) == 3
+    assert (sending.spent, sending.unspent) == (1, True)
