@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError
 
 from exactly_once.handlers import scheduler as scheduler_handlers
 from exactly_once.handlers import scheduler_slots as slots
+from exactly_once.handlers.scheduler_index import message_key
 from tooling.clients import (
     batch_entries,
     client,
@@ -355,7 +356,7 @@ def test_a_burst_into_a_target_running_one_at_a_time_ends_as_the_target_saw_each
         assert record["fired_at"] >= record["publish_time"]
         # AND each message's record counted one send: the throttled ones spent nothing
         item = client("dynamodb").get_item(
-            TableName=scheduler["table"], Key=slots.message_key(message_id), ConsistentRead=True
+            TableName=scheduler["table"], Key=message_key(message_id), ConsistentRead=True
         )["Item"]
         assert len(item["sends"]["SS"]) == 1, item["sends"]
 
@@ -384,7 +385,7 @@ def test_a_target_slower_than_its_timeout_ends_unknown_sent_once_with_its_alarm_
     assert final["status"] == "UNKNOWN", final
     assert "Sandbox.Timedout" in final["error"] or "timed out" in final["error"], final
     item = client("dynamodb").get_item(
-        TableName=scheduler["table"], Key=slots.message_key(message_id), ConsistentRead=True
+        TableName=scheduler["table"], Key=message_key(message_id), ConsistentRead=True
     )["Item"]
     assert len(item["sends"]["SS"]) == 1, item["sends"]
     record = fire_record(scheduler["firesTables"]["serial"], message_id)
