@@ -93,13 +93,21 @@ def _json(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
 
 
+def _version() -> str:
+    import exactly_once
+
+    return str(exactly_once.__version__)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(
         prog=PROG,
-        description=(__doc__ or PROG).splitlines()[0],  # no docstrings under python -OO
+        # the docstring's first paragraph (none under python -OO)
+        description=" ".join((__doc__ or PROG).split("\n\n")[0].split()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=f"example: {PROG} show --key order-7 {WORKFLOW}",
     )
+    root.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (summary, example) in COMMANDS.items():
         if name == "redrive-dlq":

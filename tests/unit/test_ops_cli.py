@@ -345,3 +345,17 @@ def test_clear_forgets_a_checkpoint_and_never_deletes_another_components_item(
     )
     assert "not a ResumableWorkflow's state machine" in capsys.readouterr().err
     assert ddb.get_item(TableName="checkpoints", Key={"pk": message["pk"]}).get("Item")
+
+
+def test_the_help_says_what_the_tool_is_whole_and_the_version_is_asked_for(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import exactly_once
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    assert "operate a resumable workflow (pattern 4); redrive any DLQ;" in shown
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and exactly_once.__version__ in capsys.readouterr().out
