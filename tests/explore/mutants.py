@@ -306,6 +306,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         "                list(pool.map(self._renew, []))",
         "scheduler",
     ),
+    # (slot-fifo-resent-past-window, a FIFO resend past the queue's 5-minute interval, is
+    # out of the catalogue since claims are held a minute at a time: a dead claimant's
+    # message is taken up within the interval, and a resend past it needs an outage longer
+    # than a schedule reaches (the Fire's retries spent, a sweep's restart). The guard is
+    # held by tests/unit/test_scheduler_sends.py (a resend held back by throttles past the
+    # interval, a takeover past it); the explorer's FIFO model still checks every resend.)
     Mutant(
         "slot-express-target-started",
         "an EXPRESS state machine is sent to: a resend starts a second execution of the "
@@ -333,15 +339,6 @@ CATALOGUE: tuple[Mutant, ...] = (
         "handlers/scheduler_slots.py",
         '            unseen = code == "InternalFailure"',
         "            unseen = False",
-        "scheduler and not slot and not cancelled",
-    ),
-    Mutant(
-        "slot-fifo-resent-past-window",
-        "a FIFO queue's message is resent past its 5-minute deduplication interval (a claim "
-        "taken over after its claimant died, 15 minutes on): SQS delivers it again",
-        "handlers/scheduler_slots.py",
-        "        if self.last and self.policy == Resend.WINDOW and time.time() >= closes:",
-        "        if False:",
         "scheduler and not slot and not cancelled",
     ),
     Mutant(
