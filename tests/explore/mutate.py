@@ -65,8 +65,12 @@ def plant(work: Path, mutant: Mutant) -> None:
     path.write_text(text.replace(mutant.old, mutant.new))
 
 
-def judge(mutant: Mutant, timeout: float = 900) -> Verdict:
-    """The explorer tier, in a scratch copy with `mutant` planted: killed if a test fails."""
+def judge(mutant: Mutant, timeout: float = 900, replays_first: bool = False) -> Verdict:
+    """The explorer tier, in a scratch copy with `mutant` planted: killed if a test fails.
+    The exploration and the kept replays run as the tier runs them (what the whole
+    catalogue reports: found by the schedules, or only by a pinned replay);
+    `replays_first`, the kept replays alone first (CI's rotating share asks only whether
+    it is found, and a replay answers in seconds)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as scratch:
         work = scratch_copy(Path(scratch))
@@ -94,14 +98,24 @@ def judge(mutant: Mutant, timeout: float = 900) -> Verdict:
             "-p",
             "no:xdist",
             "-k",
-            mutant.selection,
         ]
-        try:
-            done = subprocess.run(
-                command, cwd=work, env=env, capture_output=True, text=True, timeout=timeout
-            )
-        except subprocess.TimeoutExpired:
-            return Verdict(mutant, False, [], time.monotonic() - started, "timed out")
+        selections = [mutant.selection]
+        if replays_first:
+            selections.insert(0, f"once_found and ({mutant.selection})")
+        for selection in selections:
+            try:
+                done = subprocess.run(
+                    [*command, selection],
+                    cwd=work,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                )
+            except subprocess.TimeoutExpired:
+                return Verdict(mutant, False, [], time.monotonic() - started, "timed out")
+            if done.returncode == 1:  # found (a failed test), or broken: judged below
+                break
     seconds = time.monotonic() - started
     failed = re.findall(r"^FAILED (\S+)", done.stdout, re.M)
     if done.returncode == 1 and failed:
