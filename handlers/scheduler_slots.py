@@ -772,7 +772,7 @@ def release(table: str, message_id: str, me: str, token: str | None = None) -> s
 
 # A renewal is answered within seconds or given up for the next turn: one hung call must
 # not spend a lease's slack (LEASE_SECONDS - RENEW_SECONDS) on its own.
-RENEW_READ_SECONDS, RENEW_SENDS = 4, 2
+RENEW_READ_SECONDS, RENEW_SENDS = 10, 2
 
 
 @functools.cache

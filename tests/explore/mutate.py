@@ -100,8 +100,8 @@ def judge(mutant: Mutant, timeout: float = 900, replays_first: bool = False) -> 
             "-k",
         ]
         selections = [mutant.selection]
-        if replays_first:
-            selections.insert(0, f"once_found and ({mutant.selection})")
+        if replays_first:  # (a kept replay names the mutant that plants its defect)
+            selections.insert(0, f"once_found and {mutant.name}")
         for selection in selections:
             try:
                 done = subprocess.run(
