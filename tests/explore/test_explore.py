@@ -124,8 +124,8 @@ FOUND: list[tuple[Any, str, int, str]] = [
         slots,
         "fail@18,fail@19",
         786,
-        "slot defect 5: both tries of a final write failed (StatusNotRecorded); the sweep "
-        "restarted it",
+        "slot defect 5 (sweep-restarts-unrecorded): both tries of a final write failed "
+        "(StatusNotRecorded); the sweep restarted it",
     ),
     (
         slots,
