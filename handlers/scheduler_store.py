@@ -38,15 +38,24 @@ def _as_it_was(exc: ClientError) -> Item:
     return dict(found)
 
 
-def create(ddb: Any, table: str, item: Item) -> bool:
-    """A new message (its `status` and `lane` set by `placed`): False if its key exists."""
+def _conditional(write: Any, **request: Any) -> Item | None:
+    """`write(**request)`, a conditional write: None if it landed, else the item as it was
+    (empty unless the request asked for it); any error but a refused condition raised."""
     try:
-        ddb.put_item(TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+        write(**request)
     except ClientError as exc:
         if not _refused(exc):
             raise
-        return False
-    return True
+        return _as_it_was(exc)
+    return None
+
+
+def create(ddb: Any, table: str, item: Item) -> bool:
+    """A new message (its `status` and `lane` set by `placed`): False if its key exists."""
+    written = _conditional(
+        ddb.put_item, TableName=table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+    )
+    return written is None
 
 
 def placed(status: Status, message_id: str) -> Item:
@@ -71,8 +80,9 @@ def move(
     else:
         update = "SET #s = :new, lane = :lane"
         values[":lane"] = {"S": lane(new, message_id)}
-    try:
-        ddb.update_item(
+    return (
+        _conditional(
+            ddb.update_item,
             TableName=table,
             Key=message_key(message_id),
             UpdateExpression=update,
@@ -81,11 +91,8 @@ def move(
             ExpressionAttributeNames={"#s": "status"},
             ExpressionAttributeValues=values,
         )
-    except ClientError as exc:
-        if _refused(exc):
-            return False
-        raise
-    return True
+        is None
+    )
 
 
 def claim(
@@ -140,36 +147,32 @@ def count_send(
 ) -> Item | None:
     """One more send on `me`'s claim (`token`), while fewer than `budget` are counted (or
     this one was, its answer lost): None, or the item as it was when refused."""
-    try:
-        ddb.update_item(
-            TableName=table,
-            Key=message_key(message_id),
-            UpdateExpression="ADD sends :token",
-            ConditionExpression=(
-                "#s = :firing AND claimed_by = :me AND "
-                "(contains(sends, :mine) OR size(sends) < :budget)"
-            ),
-            ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues={
-                ":token": {"SS": [token]},
-                ":mine": {"S": token},
-                ":firing": {"S": Status.FIRING},
-                ":me": {"S": me},
-                ":budget": {"N": str(budget)},
-            },
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-    except ClientError as exc:
-        if not _refused(exc):
-            raise
-        return _as_it_was(exc)
-    return None
+    return _conditional(
+        ddb.update_item,
+        TableName=table,
+        Key=message_key(message_id),
+        UpdateExpression="ADD sends :token",
+        ConditionExpression=(
+            "#s = :firing AND claimed_by = :me AND "
+            "(contains(sends, :mine) OR size(sends) < :budget)"
+        ),
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues={
+            ":token": {"SS": [token]},
+            ":mine": {"S": token},
+            ":firing": {"S": Status.FIRING},
+            ":me": {"S": me},
+            ":budget": {"N": str(budget)},
+        },
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
 
 
 def renew(ddb: Any, table: str, message_id: str, me: str, lease: float) -> bool:
     """`me`'s claim held until `lease`: False if it is no longer `me`'s."""
-    try:
-        ddb.update_item(
+    return (
+        _conditional(
+            ddb.update_item,
             TableName=table,
             Key=message_key(message_id),
             UpdateExpression="SET lease = :lease",
@@ -181,11 +184,8 @@ def renew(ddb: Any, table: str, message_id: str, me: str, lease: float) -> bool:
                 ":me": {"S": me},
             },
         )
-    except ClientError as exc:
-        if _refused(exc):
-            return False
-        raise
-    return True
+        is None
+    )
 
 
 def finish(
@@ -208,28 +208,24 @@ def finish(
         update = "SET #s = :ended, #e = :error REMOVE lane"
         values = {":ended": {"S": status}, ":error": {"S": error or ""}}
         names = {"#s": "status", "#e": "error"}
-    try:
-        ddb.update_item(
-            TableName=table,
-            Key=message_key(message_id),
-            UpdateExpression=update,
-            ConditionExpression="#s = :firing AND claimed_by = :me",
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues={**values, ":firing": {"S": Status.FIRING}, ":me": {"S": me}},
-            ReturnValuesOnConditionCheckFailure="ALL_OLD",
-        )
-    except ClientError as exc:
-        if not _refused(exc):
-            raise
-        return _as_it_was(exc)
-    return None
+    return _conditional(
+        ddb.update_item,
+        TableName=table,
+        Key=message_key(message_id),
+        UpdateExpression=update,
+        ConditionExpression="#s = :firing AND claimed_by = :me",
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues={**values, ":firing": {"S": Status.FIRING}, ":me": {"S": me}},
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
+    )
 
 
 def release(ddb: Any, table: str, message_id: str, me: str, token: str | None = None) -> bool:
     """FIRING -> STANDBY, `me`'s claim given back (`token`, the count of a send never made,
     dropped): False if it was not `me`'s."""
-    try:
-        ddb.update_item(
+    return (
+        _conditional(
+            ddb.update_item,
             TableName=table,
             Key=message_key(message_id),
             UpdateExpression="SET #s = :standby, lane = :lane REMOVE claimed_by, lease"
@@ -244,18 +240,16 @@ def release(ddb: Any, table: str, message_id: str, me: str, token: str | None = 
                 **({":token": {"SS": [token]}} if token else {}),
             },
         )
-    except ClientError as exc:
-        if _refused(exc):
-            return False
-        raise
-    return True
+        is None
+    )
 
 
 def mark_unrecorded(ddb: Any, table: str, message_id: str, claimed_by: str) -> bool:
     """A message its claimant delivered and could not record: no claim takes it over (it
     stays FIRING, Overdue). False if it moved on meanwhile."""
-    try:
-        ddb.update_item(
+    return (
+        _conditional(
+            ddb.update_item,
             TableName=table,
             Key=message_key(message_id),
             UpdateExpression="SET unrecorded = :true",
@@ -267,19 +261,17 @@ def mark_unrecorded(ddb: Any, table: str, message_id: str, claimed_by: str) -> b
                 ":by": {"S": claimed_by},
             },
         )
-    except ClientError as exc:
-        if _refused(exc):
-            return False
-        raise
-    return True
+        is None
+    )
 
 
 def add_lane(ddb: Any, table: str, message_id: str, status: str) -> bool:
     """A pending message written before the index had lanes gets its status's lane, if its
     status is still `status` and it has none: False if it moved on (then written with its
     lane)."""
-    try:
-        ddb.update_item(
+    return (
+        _conditional(
+            ddb.update_item,
             TableName=table,
             Key=message_key(message_id),
             UpdateExpression="SET #lane = :lane",
@@ -290,8 +282,5 @@ def add_lane(ddb: Any, table: str, message_id: str, status: str) -> bool:
                 ":status": {"S": status},
             },
         )
-    except ClientError as exc:
-        if _refused(exc):
-            return False
-        raise
-    return True
+        is None
+    )
