@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 import pulumi
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
 NAME = "exactly-once"  # the type tokens' package: exactly-once:index:<Component>
 # One place for the version: pyproject.toml, read from the installed distribution.
 VERSION = importlib.metadata.version("pulumi-exactly-once")
+# PEP 440's forms the project writes (X.Y.Z, aN/bN/rcN, .devN; tooling/release.py).
+PEP440 = re.compile(r"(\d+\.\d+\.\d+)(?:(a|b|rc)(\d+))?(?:\.dev(\d+))?")
+SEMVER_PRE = {"a": "alpha", "b": "beta", "rc": "rc"}
 COMPONENTS: list[type[pulumi.ComponentResource]] = [
     NameDedupStarter,
     ApiGatewayStarter,
@@ -44,12 +48,25 @@ SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {
 }
 
 
+def schema_version(version: str = VERSION) -> str:
+    """The version as the schema states it: semver, as Pulumi's package metaschema requires
+    of `version` (its pattern refuses PEP 440's `0.5.0.dev0`; here `0.5.0-dev.0`, and
+    `1.0.0rc1` is `1.0.0-rc.1`). A release's version reads the same in both."""
+    found = PEP440.fullmatch(version)
+    if not found:
+        raise ValueError(f"version {version!r} is not one pyproject.toml writes (X.Y.Z[aN][.devN])")
+    release, kind, number, dev = found.groups()
+    pre = [SEMVER_PRE[kind], number] if kind else []
+    pre += ["dev", dev] if dev is not None else []
+    return release + ("-" + ".".join(pre) if pre else "")
+
+
 def component_provider() -> ComponentProvider:
     """The package's provider: pulumi's component provider, serving the analyzer's schema
     with SECRET_OUTPUTS marked."""
     from pulumi.provider.experimental.component import ComponentProvider
 
-    served = ComponentProvider(COMPONENTS, NAME, None, VERSION)
+    served = ComponentProvider(COMPONENTS, NAME, None, schema_version())
     document = json.loads(served.schema or "{}")
     for component, names in SECRET_OUTPUTS.items():
         outputs = document["resources"][f"{NAME}:index:{component}"]["properties"]
