@@ -357,26 +357,31 @@ def test_the_release_script_builds_and_checks_this_version_without_tagging() -> 
 def test_the_testing_guide_passes_under_pytest_from_the_wheel(
     at_minimums: str, tmp_path: Path
 ) -> None:
-    """docs/testing.md's example, saved as a user's test file and run by pytest in a fresh
-    venv with the wheel (its dependencies at their floors): exactly_once.testing ships."""
+    """docs/testing.md's examples, each saved as a user's test file and run by pytest in a
+    fresh venv with the wheel (its dependencies at their floors): exactly_once.testing
+    ships, and answers as the guide says (the components' outputs, a policy document of the
+    user's own, a name two resources share)."""
     guide = (ROOT / "docs" / "testing.md").read_text()
-    [example] = [
+    examples = [
         block
         for block in re.findall(r"```python\n(.*?)```", guide, re.DOTALL)
         if "exactly_once.testing" in block
     ]
-    (tmp_path / "test_infra.py").write_text(example)
+    covered = ("get_policy_document(", 'named("send-email", type=', "run(program)")
+    assert all(any(case in example for example in examples) for case in covered), covered
+    for n, example in enumerate(examples):
+        (tmp_path / f"test_guide_{n}.py").write_text(example)
     pip = [at_minimums, "-m", "pip", "--disable-pip-version-check", "--quiet", "install"]
     subprocess.run([*pip, "pytest>=8"], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS")}
     done = subprocess.run(
-        [at_minimums, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_infra.py"],
+        [at_minimums, "-m", "pytest", "-q", "-p", "no:cacheprovider", "."],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
     )
-    expected = example.count("\ndef test_")
+    expected = sum(example.count("\ndef test_") for example in examples)
     assert done.returncode == 0 and f"{expected} passed" in done.stdout, done.stdout[-3000:]
 
 
