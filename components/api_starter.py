@@ -14,7 +14,7 @@ S3 -> EventBridge -> API Gateway -> Step Functions with no Lambda at all.
 import dataclasses
 import enum
 import json
-from typing import Any
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -39,6 +39,7 @@ from exactly_once.components.rest_api import api_key, fingerprint, stage_name
 from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import (
     StateMachineType,
+    StateMachineTypeName,
     require_standard,
     require_target,
     target_state_machine,
@@ -56,6 +57,9 @@ class Authorization(enum.StrEnum):
 
     API_KEY = "API_KEY"
     AWS_IAM = "AWS_IAM"
+
+
+AuthorizationName = Literal["API_KEY", "AWS_IAM"]  # its values (components/config.py)
 
 
 JSON = "application/json"
@@ -76,11 +80,13 @@ class ApiGatewayStarterArgs:
     """Where a request's key is: `$.json.path` into the body, or `header:Name`."""
     state_machine_arn: pulumi.Input[str] | None = None
     """The STANDARD state machine to start (yours)."""
-    state_machine_type: Defaulted[StateMachineType] = StateMachineType.STANDARD
+    state_machine_type: Defaulted[StateMachineType | StateMachineTypeName] = (
+        StateMachineType.STANDARD
+    )
     """The type of that state machine: STANDARD (EXPRESS cannot deduplicate by name)."""
     definition: pulumi.Input[str] | None = None
     """Or the ASL (JSON) of a STANDARD state machine for the component to create."""
-    authorization: Defaulted[Authorization] = Authorization.API_KEY
+    authorization: Defaulted[Authorization | AuthorizationName] = Authorization.API_KEY
     """API_KEY (the key is an output) or AWS_IAM."""
     bucket_name: pulumi.Input[str] | None = None
     """Also route this bucket's S3 "Object Created" events here through EventBridge."""
@@ -158,7 +164,7 @@ class ApiGatewayStarter(Component):
         )
         validator, request_models, request_parameters = self._validation(name, args)
         validation = (validator, request_models, request_parameters)
-        paths = [(PATH, "", args.authorization)]
+        paths = [(PATH, "", Authorization(args.authorization))]
         if args.bucket_name is not None:
             paths.append((EVENTS_PATH, "-events", Authorization.AWS_IAM))
         pieces: list[pulumi.Resource] = [*ready]

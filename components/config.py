@@ -20,6 +20,12 @@ if TYPE_CHECKING:
 else:
     Defaulted = T | None  # subscripted at runtime: Defaulted[int] is int | None
 
+# A choice is written `Defaulted[TheEnum | TheEnumName]`, beside the enum a Literal of its
+# values: a program passes a member or its string (as the docs and a stack's config do) and
+# type checkers take either; the enum goes first, as the Pulumi package analyzer reads only
+# the first type of an optional union (so the schema lists the enum's values). Each
+# Literal is held to its enum by tests/unit/test_choices.py.
+
 
 def snake(key: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower()

@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import re
 from pathlib import Path
+from typing import Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -25,7 +26,12 @@ from exactly_once.components.monitoring import (
     Watch,
     metrics_environment,
 )
-from exactly_once.components.platform import PlatformOptions
+from exactly_once.components.platform import (
+    OWN_OPTION,
+    Architecture,
+    ArchitectureName,
+    PlatformOptions,
+)
 from exactly_once.components.roles import IamStatement, RoleOptions
 from exactly_once.components.tables import key_table
 from exactly_once.handlers.etl import (
@@ -33,25 +39,22 @@ from exactly_once.handlers.etl import (
     STRATEGY_OF,
     EtlSettings,
     Strategy,
+    StrategyName,
     TransformSettings,
 )
-from exactly_once.handlers.runtime import LogLevel
+from exactly_once.handlers.runtime import LogLevel, LogLevelName
 from exactly_once.handlers.s3_publish import MIN_PART_SIZE
 from exactly_once.handlers.settings import choice, encode
 
 POWERTOOLS = STRATEGY_OF[Strategy.POWERTOOLS].requirements
 
 
-class Architecture(enum.StrEnum):
-    """The function's processor: its requirements are installed as wheels for it."""
-
-    X86_64 = "x86_64"
-    ARM64 = "arm64"
-
-
 class Trigger(enum.StrEnum):
     NOTIFICATION = "notification"
     EVENTBRIDGE = "eventbridge"
+
+
+TriggerName = Literal["notification", "eventbridge"]  # its values (components/config.py)
 
 
 REFERENCE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*$")
@@ -84,9 +87,9 @@ class IdempotentEtlArgs:
     """Appended to each output key `<output_prefix><input key>.<version or ETag>`."""
     content_type: Defaulted[str] = "application/octet-stream"
     """The outputs' Content-Type."""
-    strategy: Defaulted[Strategy] = Strategy.CONDITIONAL_WRITE
+    strategy: Defaulted[Strategy | StrategyName] = Strategy.CONDITIONAL_WRITE
     """conditional-write | deterministic | control-record | powertools (docs/idempotent-etl.md)."""
-    trigger: Defaulted[Trigger] = Trigger.NOTIFICATION
+    trigger: Defaulted[Trigger | TriggerName] = Trigger.NOTIFICATION
     """An S3 notification (default) or an EventBridge rule."""
     output_prefix: Defaulted[str] = "out/"
     """Outputs are written under this key prefix."""
@@ -97,13 +100,13 @@ class IdempotentEtlArgs:
     (for test stacks). Off: a bucket holding data stops the destroy, as S3 does."""
     timeout: Defaulted[int] = 60
     """The function's timeout, seconds."""
-    architecture: Defaulted[Architecture] = Architecture.X86_64
+    architecture: Defaulted[Architecture | ArchitectureName] = Architecture.X86_64
     """x86_64 or arm64 (Graviton: about 20% cheaper per GB-second)."""
     memory_size: Defaulted[int] = 512
     """The function's memory, MB."""
     part_size_mb: Defaulted[int] = 8
     """Outputs above this size are multipart uploads of parts this size (S3: >= 5)."""
-    log_level: Defaulted[LogLevel] = LogLevel.INFO
+    log_level: Defaulted[LogLevel | LogLevelName] = LogLevel.INFO
     """The function's log level."""
     input_bucket_name: pulumi.Input[str] | None = None
     """An existing input bucket (yours: its notification configuration stays yours, so
@@ -180,8 +183,10 @@ class IdempotentEtlArgs:
             )
         taken = sorted(RESERVED_VARIABLES & set(self.transform_environment))
         if taken or any(name.startswith("AWS_") for name in self.transform_environment):
+            hints = [f"{name}: set {OWN_OPTION[name]}" for name in taken if name in OWN_OPTION]
             raise ValueError(
-                f"transform_environment may not set {taken or 'AWS_*'}: the component sets them"
+                f"transform_environment may not set {taken or 'AWS_*'}: the component sets "
+                "them" + (f" ({'; '.join(hints)})" if hints else "")
             )
 
 
@@ -266,7 +271,7 @@ class IdempotentEtl(Component):
         # needs the 404: on the input, so a vanished version is dead-lettered with its
         # reason instead of retried as a denial; on the output where it looks for a
         # published output (a strategy that `reads_output`: HEAD needs s3:GetObject).
-        strategy = STRATEGY_OF[args.strategy]  # what it needs, whichever it is
+        strategy = STRATEGY_OF[Strategy(args.strategy)]  # what it needs, whichever it is
         read_out = strategy.reads_output
         listed = [input_arn, output_arn] if read_out else [input_arn]
         # Outputs are PUT (or multipart-uploaded: s3:PutObject covers the upload's create,
@@ -307,7 +312,6 @@ class IdempotentEtl(Component):
                 ),
                 **TransformSettings.environment(transform=args.transform),
                 "LOG_LEVEL": args.log_level,
-                "POWERTOOLS_SERVICE_NAME": name,
                 **metrics_environment(name, args.monitoring),
             },
             dead_letter_arn=self.dlq.arn,
@@ -323,6 +327,7 @@ class IdempotentEtl(Component):
             architecture=args.architecture,
             parent=self,
             platform=self._platform,
+            args=args,
         )
         self.function = transform.function
         if args.trigger == Trigger.NOTIFICATION:

@@ -132,12 +132,14 @@ def handler_function(
     reserved_concurrency: int | None = None,
     durable: Durable | None = None,
     platform: Platform | None = None,
+    args: object = None,
 ) -> HandlerFunction:
     """A function running `handlers.<module>.<fn>` (with `sources`' modules beside it), its
     log group and a role allowing only `statements`, its own log writes and (with
     `dead_letter_arn`) its DLQ. `durable`: a durable function (the SDK packaged, a published
     version: `function.qualified_arn` is what to invoke). `platform`: the component's
-    tracing, log and size settings (memory_size and timeout are the component's defaults)."""
+    tracing, log and function settings, over the component's choices given here (and in
+    `args`, the component's args, when theirs of FunctionOptions' names set this one)."""
     platform = platform or Platform(name, None)
     log_group = aws.cloudwatch.LogGroup(
         f"{name}-logs",
@@ -156,7 +158,15 @@ def handler_function(
     if durable is not None:
         requirements = (DURABLE_SDK, *requirements)
     runtime = RUNTIME if durable is None else DURABLE_RUNTIME
-    settings = platform.function(name, memory_size, timeout, environment.get("LOG_LEVEL"))
+    settings = platform.function(
+        name,
+        memory_size=memory_size,
+        timeout=timeout,
+        architecture=architecture,
+        reserved_concurrency=reserved_concurrency,
+        environment=environment,
+        args=args,
+    )
     function = aws.lambda_.Function(
         name,
         runtime=runtime,
@@ -164,21 +174,22 @@ def handler_function(
         role=role.arn,
         # wheels for the runtime's own Python (the durable SDK's are built per version)
         code=lambda_code(
-            requirements, sources, excludes, architecture, runtime.removeprefix("python")
+            requirements, sources, excludes, settings.architecture, runtime.removeprefix("python")
         ),
-        architectures=[architecture],
-        timeout=settings["timeout"],
-        memory_size=settings["memory_size"],
-        tracing_config=settings["tracing_config"],
-        environment=aws.lambda_.FunctionEnvironmentArgs(variables=dict(environment)),
+        architectures=[settings.architecture],
+        timeout=settings.timeout,
+        memory_size=settings.memory_size,
+        tracing_config=settings.tracing_config,
+        environment=aws.lambda_.FunctionEnvironmentArgs(variables=settings.environment),
+        layers=settings.layers,
         dead_letter_config=(
             aws.lambda_.FunctionDeadLetterConfigArgs(target_arn=dead_letter_arn)
             if dead_letter_arn is not None
             else None
         ),
-        reserved_concurrent_executions=reserved_concurrency,
+        reserved_concurrent_executions=settings.reserved_concurrency,
         logging_config=aws.lambda_.FunctionLoggingConfigArgs(
-            **settings["logging"], log_group=log_group.name
+            **settings.logging, log_group=log_group.name
         ),
         **_durable_inputs(durable),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=ready),

@@ -27,16 +27,17 @@ from exactly_once.components.platform import PlatformOptions
 from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import (
     StateMachineType,
+    StateMachineTypeName,
     require_standard,
     require_target,
     target_state_machine,
 )
 from exactly_once.handlers.backends import BACKENDS
-from exactly_once.handlers.executions import Backend, ReusePolicy
+from exactly_once.handlers.executions import Backend, BackendName, ReusePolicy, ReusePolicyName
 from exactly_once.handlers.keys import key_extractor
 from exactly_once.handlers.metrics import CATALOGUE
 from exactly_once.handlers.name_dedup import PATTERN, StarterSettings
-from exactly_once.handlers.runtime import LogLevel
+from exactly_once.handlers.runtime import LogLevel, LogLevelName
 from exactly_once.handlers.settings import choice, encode
 
 # A durable function is invoked by version or alias (Lambda developer guide, durable
@@ -55,12 +56,14 @@ class NameDedupStarterArgs:
     """Start on S3 "Object Created" events of this bucket (its EventBridge notifications on)."""
     event_pattern: pulumi.Input[str] | None = None
     """Or start on the events this EventBridge pattern (JSON) matches."""
-    backend: Defaulted[Backend] = Backend.STEP_FUNCTIONS
+    backend: Defaulted[Backend | BackendName] = Backend.STEP_FUNCTIONS
     """What it starts: 'step-functions' (a STANDARD state machine's execution) or
     'durable-function' (a Lambda durable function's execution; docs/choosing.md)."""
     state_machine_arn: pulumi.Input[str] | None = None
     """The STANDARD state machine to start (yours)."""
-    state_machine_type: Defaulted[StateMachineType] = StateMachineType.STANDARD
+    state_machine_type: Defaulted[StateMachineType | StateMachineTypeName] = (
+        StateMachineType.STANDARD
+    )
     """The type of that state machine: STANDARD (EXPRESS cannot deduplicate by name)."""
     definition: pulumi.Input[str] | None = None
     """Or the ASL (JSON) of a STANDARD state machine for the component to create."""
@@ -70,13 +73,13 @@ class NameDedupStarterArgs:
     key_strategy: Defaulted[str] = "object-key"
     """What names an execution: object-key, bucket-key-version, key-sequencer, event-id,
     or jmespath:<expression> (docs/name-dedup-starter.md)."""
-    reuse_policy: Defaulted[ReusePolicy] = ReusePolicy.REJECT_DUPLICATE
+    reuse_policy: Defaulted[ReusePolicy | ReusePolicyName] = ReusePolicy.REJECT_DUPLICATE
     """REJECT_DUPLICATE, or ALLOW_DUPLICATE_FAILED_ONLY to re-run a failed start."""
     hide_key: Defaulted[bool] = False
     """Name executions by a hash of the key instead of the readable key."""
     event_bus_name: Defaulted[str] = "default"
     """The event bus of the rule."""
-    log_level: Defaulted[LogLevel] = LogLevel.INFO
+    log_level: Defaulted[LogLevel | LogLevelName] = LogLevel.INFO
     """The starter function's log level."""
     timeout: Defaulted[int] = 30
     """The starter function's timeout, seconds."""
@@ -184,9 +187,10 @@ class NameDedupStarter(Component):
             },
             dead_letter_arn=self.dlq.arn,
             timeout=args.timeout,
-            requirements=BACKENDS[args.backend].requirements,
+            requirements=BACKENDS[Backend(args.backend)].requirements,
             parent=self,
             platform=self._platform,
+            args=args,
         )
         self.function = starter.function
 
@@ -227,7 +231,7 @@ class NameDedupStarter(Component):
                 name, args.state_machine_arn, args.definition, self, self._platform
             )
             target = self.state_machine_arn
-        grants = BACKENDS[args.backend].grants(args.reuse_policy)
+        grants = BACKENDS[Backend(args.backend)].grants(ReusePolicy(args.reuse_policy))
         return target, [
             allow(list(g.actions), [target.apply(resource) for resource in g.resources])
             for g in grants

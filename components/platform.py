@@ -1,5 +1,7 @@
 """What a platform team sets on every resource a component creates: tags, X-Ray tracing,
-log retention and format, Step Functions logging, and each function's memory and timeout.
+log retention and format, Step Functions logging, the service name of its logs, and each
+function's memory, timeout, processor, reserved concurrency, log level, environment and
+layers.
 
 Set once per component as `platform=PlatformOptions(...)`; anything not covered here is
 reachable with Pulumi transforms (docs/platform.md).
@@ -12,13 +14,15 @@ import enum
 import functools
 import importlib
 import inspect
-from collections.abc import Sequence
-from typing import Any
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components.config import Defaulted
+from exactly_once.handlers.runtime import LogLevel, LogLevelName
 from exactly_once.handlers.settings import choice
 
 # CloudWatch Logs PutRetentionPolicy: the retention periods it accepts (0: never expire,
@@ -46,6 +50,23 @@ STATE_MACHINE_LOGGING = (
 )
 
 
+# Lambda quotas: layers a function may reference; CreateFunction's Layers pattern (a layer
+# version's ARN ends in its version number).
+MAX_LAYERS = 5
+LAYER_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[\w-]+:\d+$")
+# Lambda's Environment Variables key pattern.
+VARIABLE = re.compile(r"^[a-zA-Z]\w+$")
+# Variables with an option of their own: set in the environment they would disagree with it.
+OWN_OPTION = {"LOG_LEVEL": "log_level", "POWERTOOLS_SERVICE_NAME": "platform.service"}
+
+
+class Architecture(enum.StrEnum):
+    """A function's processor: its requirements are installed as wheels for it."""
+
+    X86_64 = "x86_64"
+    ARM64 = "arm64"
+
+
 class LogFormat(enum.StrEnum):
     TEXT = "Text"
     JSON = "JSON"
@@ -66,14 +87,34 @@ class StateMachineLogLevel(enum.StrEnum):
     FATAL = "FATAL"
 
 
+# Each enum's values, for the args that take either (components/config.py).
+ArchitectureName = Literal["x86_64", "arm64"]
+LogFormatName = Literal["Text", "JSON"]
+SystemLogLevelName = Literal["DEBUG", "INFO", "WARN"]
+StateMachineLogLevelName = Literal["OFF", "ALL", "ERROR", "FATAL"]
+
+
 @dataclasses.dataclass
 class FunctionOptions:
-    """One function's size: None keeps the component's choice (docs/platform.md)."""
+    """One function's settings: None keeps the component's choice (docs/platform.md)."""
 
     memory_size: int | None = None
     """MB, 128 to 10,240 (CPU grows with it: a whole vCPU at 1,769 MB)."""
     timeout: int | None = None
     """Seconds, 1 to 900."""
+    architecture: Architecture | ArchitectureName | None = None
+    """x86_64 or arm64 (Graviton: 20% less per GB-second); its requirements are
+    installed as wheels for it."""
+    reserved_concurrency: int | None = None
+    """Concurrent executions reserved for it, and its most at once (0 stops it: every
+    invocation is throttled)."""
+    log_level: LogLevel | LogLevelName | None = None
+    """Its handler's LOG_LEVEL (which Powertools' Logger in your own code reads too)."""
+    environment: Mapping[str, pulumi.Input[str]] | None = None
+    """Variables of your own (an extension's, a layer's wrapper); a name the component
+    sets on it is refused."""
+    layers: Sequence[pulumi.Input[str]] | None = None
+    """Layer version ARNs (up to 5), in the order Lambda extracts them."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -83,6 +124,41 @@ class FunctionOptions:
             raise ValueError(f"memory_size {self.memory_size}: Lambda takes 128 to 10240 MB")
         if self.timeout is not None and not 1 <= self.timeout <= 900:
             raise ValueError(f"timeout {self.timeout}: Lambda takes 1 to 900 seconds")
+        if self.architecture is not None:
+            self.architecture = choice(Architecture, self.architecture, "architecture")
+        if self.log_level is not None:
+            self.log_level = choice(LogLevel, self.log_level, "log_level")
+        if self.reserved_concurrency is not None and self.reserved_concurrency < 0:
+            raise ValueError(
+                f"reserved_concurrency {self.reserved_concurrency}: Lambda takes 0 (the "
+                "function stopped) or more"
+            )
+        self._validate_environment()
+        self._validate_layers()
+
+    def _validate_environment(self) -> None:
+        names = list(self.environment or {})
+        bad = [name for name in names if not VARIABLE.match(name)]
+        if bad:
+            raise ValueError(
+                f"environment {bad}: a variable's name is a letter, then letters, digits "
+                "or _ (Lambda)"
+            )
+        own = [f"{name} (set {OWN_OPTION[name]})" for name in names if name in OWN_OPTION]
+        if own:
+            raise ValueError(f"environment may not set {', '.join(own)}")
+
+    def _validate_layers(self) -> None:
+        layers = self.layers or []
+        if len(layers) > MAX_LAYERS:
+            raise ValueError(f"{len(layers)} layers: a function takes at most {MAX_LAYERS}")
+        # (an ARN known only at deploy, a LayerVersion's output, is Lambda's to check)
+        bad = [arn for arn in layers if isinstance(arn, str) and not LAYER_ARN.match(arn)]
+        if bad:
+            raise ValueError(
+                f"layers {bad}: give each layer version's ARN "
+                "(arn:aws:lambda:<region>:<account>:layer:<name>:<version>)"
+            )
 
 
 @dataclasses.dataclass
@@ -96,19 +172,24 @@ class PlatformOptions:
     permissions to send traces)."""
     log_retention_days: Defaulted[int] = 14
     """How long its log groups keep lines (a value CloudWatch Logs accepts; 0: forever)."""
-    log_format: Defaulted[LogFormat] = LogFormat.TEXT
+    log_format: Defaulted[LogFormat | LogFormatName] = LogFormat.TEXT
     """Its functions' log format: Text, or JSON (Lambda's own lines as JSON records, and
     log-level filtering of the system lines)."""
-    system_log_level: Defaulted[SystemLogLevel] = SystemLogLevel.INFO
+    system_log_level: Defaulted[SystemLogLevel | SystemLogLevelName] = SystemLogLevel.INFO
     """With JSON: the lowest level of Lambda's own lines that are kept."""
-    state_machine_log_level: Defaulted[StateMachineLogLevel] = StateMachineLogLevel.OFF
+    state_machine_log_level: Defaulted[StateMachineLogLevel | StateMachineLogLevelName] = (
+        StateMachineLogLevel.OFF
+    )
     """Step Functions logging to CloudWatch Logs (a log group per state machine it
     creates): OFF, ALL, ERROR or FATAL. Billed as vended logs."""
     state_machine_log_execution_data: Defaulted[bool] = False
     """Include execution input, output and state data in those lines (messages' and
     events' contents reach the logs)."""
+    service: str | None = None
+    """The `service` of its functions' log lines: POWERTOOLS_SERVICE_NAME, which
+    Powertools in your own code reads too (None: the component's name)."""
     functions: dict[str, FunctionOptions] = dataclasses.field(default_factory=dict)
-    """Memory and timeout by function (the component's names: docs/platform.md)."""
+    """Each function's settings, by its name in the component (docs/platform.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -124,6 +205,8 @@ class PlatformOptions:
                 f"log_retention_days {self.log_retention_days}: CloudWatch Logs keeps lines "
                 f"for one of {', '.join(map(str, RETENTION_DAYS))} days (0: forever)"
             )
+        if self.service is not None and not (isinstance(self.service, str) and self.service):
+            raise ValueError(f"service {self.service!r}: give a name, or None for the component's")
         if len(self.tags) > 50:
             raise ValueError(f"{len(self.tags)} tags: AWS resources take at most 50")
         for key, value in self.tags.items():
@@ -135,6 +218,21 @@ class PlatformOptions:
                 raise ValueError(f"tag {key!r}: its value must be a string of up to 256")
         for options in self.functions.values():
             options.validate()
+
+
+@dataclasses.dataclass(frozen=True)
+class FunctionSettings:
+    """What one function is deployed with (Platform.function)."""
+
+    memory_size: int
+    timeout: int
+    architecture: str
+    reserved_concurrency: int | None
+    environment: dict[str, pulumi.Input[str]]
+    layers: list[pulumi.Input[str]] | None
+    tracing_config: aws.lambda_.FunctionTracingConfigArgs
+    logging: dict[str, Any]
+    """FunctionLoggingConfigArgs' inputs but the log group."""
 
 
 class Platform:
@@ -164,12 +262,73 @@ class Platform:
         return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(transformations=[tag]))
 
     def function(
-        self, name: str, memory_size: int, timeout: int, log_level: object = None
-    ) -> dict[str, Any]:
-        """A function's inputs that the platform sets (`name`: its Pulumi name;
-        `log_level`: its handler's LOG_LEVEL, if it has one)."""
-        self.functions.append(self._short(name))
-        size = self.options.functions.get(self._short(name), FunctionOptions())
+        self,
+        name: str,
+        *,
+        memory_size: int,
+        timeout: int,
+        architecture: str,
+        reserved_concurrency: int | None,
+        environment: Mapping[str, pulumi.Input[str]],
+        args: object = None,
+    ) -> FunctionSettings:
+        """What function `name` (its Pulumi name) is deployed with: the component's choices
+        (its size, processor, reserved concurrency and environment; `args`, the
+        component's args, when theirs of FunctionOptions' names set this function) with the
+        platform's options over them."""
+        short = self._short(name)
+        self.functions.append(short)
+        chosen = self.options.functions.get(short, FunctionOptions())
+        self._agree(short, chosen, args)
+        taken = sorted(set(chosen.environment or {}) & set(environment))
+        if taken:
+            raise ValueError(
+                f"platform.functions[{short!r}].environment may not set {taken}: "
+                f"{self.component!r} sets them on that function"
+            )
+        variables = dict(environment)
+        if chosen.log_level is not None:
+            variables["LOG_LEVEL"] = str(chosen.log_level)
+        variables["POWERTOOLS_SERVICE_NAME"] = self.options.service or self.component
+        variables |= chosen.environment or {}
+        return FunctionSettings(
+            memory_size=chosen.memory_size or memory_size,
+            timeout=chosen.timeout or timeout,
+            architecture=str(chosen.architecture or architecture),
+            reserved_concurrency=(
+                reserved_concurrency
+                if chosen.reserved_concurrency is None
+                else chosen.reserved_concurrency
+            ),
+            environment=variables,
+            layers=list(chosen.layers) if chosen.layers else None,
+            # Off is sent as off (PassThrough, AWS's default), not left out: the AWS
+            # provider keeps a setting it is no longer given, so tracing once on would stay.
+            tracing_config=aws.lambda_.FunctionTracingConfigArgs(
+                mode="Active" if self.options.tracing else "PassThrough"
+            ),
+            logging=self._logging(variables.get("LOG_LEVEL")),
+        )
+
+    def _agree(self, short: str, chosen: FunctionOptions, args: object) -> None:
+        """A component arg the user set (one not at its default) and the platform's option
+        of the same name for the same function may not disagree: one would be dropped."""
+        if not dataclasses.is_dataclass(args) or isinstance(args, type):
+            return
+        defaults = {field.name: field.default for field in dataclasses.fields(args)}
+        for field in dataclasses.fields(FunctionOptions):
+            theirs = getattr(chosen, field.name)
+            if field.name not in defaults or theirs is None:
+                continue
+            mine = getattr(args, field.name)
+            if mine != defaults[field.name] and mine != theirs:
+                raise ValueError(
+                    f"{type(args).__name__}.{field.name}={mine} and "
+                    f"platform.functions[{short!r}].{field.name}={theirs} disagree: set one"
+                )
+
+    def _logging(self, log_level: object) -> dict[str, Any]:
+        """The function's logging config (but its log group): `log_level`, its handler's."""
         options = self.options
         logging: dict[str, Any] = {"log_format": str(options.log_format)}
         if options.log_format == LogFormat.JSON:
@@ -183,15 +342,7 @@ class Platform:
                 "application_log_level": "DEBUG" if debug else "INFO",
                 "system_log_level": str(options.system_log_level),
             }
-        # Off is sent as off (PassThrough, AWS's default), not left out: the AWS provider
-        # keeps a setting it is no longer given, so tracing once on would stay on.
-        mode = "Active" if options.tracing else "PassThrough"
-        return {
-            "memory_size": size.memory_size or memory_size,
-            "timeout": size.timeout or timeout,
-            "tracing_config": aws.lambda_.FunctionTracingConfigArgs(mode=mode),
-            "logging": logging,
-        }
+        return logging
 
     def function_statements(self) -> list[dict[str, Any]]:
         if not self.options.tracing:

@@ -32,7 +32,7 @@ from exactly_once.components.roles import RoleOptions
 from exactly_once.components.state_machines import executions_of, state_machine
 from exactly_once.components.tables import key_table
 from exactly_once.components.targets import ACTIONS
-from exactly_once.handlers.executions import Backend
+from exactly_once.handlers.executions import Backend, BackendName
 from exactly_once.handlers.resumable import (
     PATTERN,
     ResumableDurableSettings,
@@ -94,7 +94,7 @@ class ResumableWorkflowArgs:
     """A run's time limit (the state machine's TimeoutSeconds): a concurrent run of the key
     is refused while one runs, so this bounds how long a stuck run holds its key."""
 
-    backend: Defaulted[Backend] = Backend.STEP_FUNCTIONS
+    backend: Defaulted[Backend | BackendName] = Backend.STEP_FUNCTIONS
     """'step-functions' (a state machine), or 'durable-function': a Lambda durable function
     running the same steps over the same checkpoints (Lambda steps, key_path $.a.b)."""
 
@@ -200,7 +200,7 @@ class ResumableWorkflow(Component):
             Backend.STEP_FUNCTIONS: self._state_machine,
             Backend.DURABLE_FUNCTION: self._durable,
         }
-        outputs = builds[args.backend](name, args, watch)
+        outputs = builds[Backend(args.backend)](name, args, watch)
         watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
         watch.counts("Steps", ["StepsRun", "StepsSkipped"])
         self._finish(watch, {"table": self.table.name, **outputs})

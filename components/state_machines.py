@@ -6,7 +6,7 @@ import enum
 import json
 import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Literal
 
 import pulumi
 import pulumi_aws as aws
@@ -20,6 +20,9 @@ from exactly_once.handlers.targets import TargetKind, kind_of
 class StateMachineType(enum.StrEnum):
     STANDARD = "STANDARD"
     EXPRESS = "EXPRESS"
+
+
+StateMachineTypeName = Literal["STANDARD", "EXPRESS"]  # its values (components/config.py)
 
 
 def require_standard(workflow_type: str, component: str) -> None:

@@ -46,7 +46,7 @@ import time
 import typing
 import uuid
 from collections.abc import Callable, Iterable
-from typing import IO, Any, ClassVar
+from typing import IO, Any, ClassVar, Literal
 
 from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import (
@@ -75,6 +75,9 @@ class Strategy(enum.StrEnum):
     CONTROL_RECORD = "control-record"
     POWERTOOLS = "powertools"
 
+
+# its values (components/config.py)
+StrategyName = Literal["conditional-write", "deterministic", "control-record", "powertools"]
 
 STRATEGIES: tuple[Strategy, ...] = tuple(Strategy)
 

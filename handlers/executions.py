@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from typing import Any
+from typing import Any, Literal
 
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.names import durable_execution_name, execution_name
@@ -47,12 +47,18 @@ class ReusePolicy(enum.StrEnum):
     ALLOW_DUPLICATE_FAILED_ONLY = "ALLOW_DUPLICATE_FAILED_ONLY"
 
 
+ReusePolicyName = Literal["REJECT_DUPLICATE", "ALLOW_DUPLICATE_FAILED_ONLY"]  # its values
+
+
 class Backend(enum.StrEnum):
     """What a starter starts: a STANDARD state machine's execution, or a Lambda durable
     function's (docs/choosing.md compares them)."""
 
     STEP_FUNCTIONS = "step-functions"
     DURABLE_FUNCTION = "durable-function"
+
+
+BackendName = Literal["step-functions", "durable-function"]  # its values (components/config.py)
 
 
 RETRYABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})

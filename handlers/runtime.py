@@ -9,7 +9,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any
+from typing import Any, Literal
 
 from exactly_once.handlers import timestamps
 
@@ -20,6 +20,8 @@ class LogLevel(enum.StrEnum):
     WARNING = "WARNING"
     ERROR = "ERROR"
 
+
+LogLevelName = Literal["DEBUG", "INFO", "WARNING", "ERROR"]  # its values (components/config.py)
 
 _LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
 

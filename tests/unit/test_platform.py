@@ -1,6 +1,7 @@
 """A platform team's settings (PlatformOptions) reach every resource each component
-creates: tags, X-Ray tracing, JSON logs, log retention, Step Functions logging and each
-function's size, one resource type at a time."""
+creates: tags, X-Ray tracing, JSON logs, log retention, Step Functions logging, the service
+name, and each function's size, processor, reserved concurrency, log level, environment and
+layers, one resource type at a time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from exactly_once.components.config import args_from_config
 from exactly_once.components.name_dedup import NameDedupStarter, NameDedupStarterArgs
 from exactly_once.components.platform import (
+    Architecture,
     FunctionOptions,
     LogFormat,
     PlatformOptions,
@@ -277,3 +279,219 @@ def test_a_subclass_keeps_the_component_s_type_token() -> None:
 
     mocks = run(lambda: MyScheduler("c", SchedulerArgs({"demo": FN})))
     assert [r.typ for r in mocks.resources if not r.custom] == ["exactly-once:index:Scheduler"]
+
+
+# -- each function's own settings (#54): processor, concurrency, log level, environment, layers
+LAYER = "arn:aws:lambda:us-east-1:123456789012:layer:otel:3"
+
+
+def test_each_function_setting_reaches_its_function_alone() -> None:
+    # GIVEN the sweep's every setting
+    sweep = FunctionOptions(
+        architecture="arm64",
+        reserved_concurrency=5,
+        log_level="DEBUG",
+        environment={"TEAM_SETTING": "on"},
+        layers=[LAYER],
+    )
+    platform = PlatformOptions(log_format="JSON", functions={"sweep": sweep})
+    # WHEN the scheduler is built
+    mocks = run(lambda: component("scheduler", platform=platform))
+    # THEN the sweep's function carries each of them
+    function = mocks.named("c-sweep").inputs
+    assert function["architectures"] == ["arm64"]
+    assert function["reservedConcurrentExecutions"] == 5
+    assert function["layers"] == [LAYER]
+    variables = function["environment"]["variables"]
+    assert variables["TEAM_SETTING"] == "on" and variables["LOG_LEVEL"] == "DEBUG"
+    assert variables["TABLE"]  # beside the component's own
+    # its handler at DEBUG: Lambda's filter keeps its DEBUG lines
+    assert function["loggingConfig"]["applicationLogLevel"] == "DEBUG"
+    # AND no other function changes
+    for other in mocks.of_type("aws:lambda/function:Function"):
+        if other.name != "c-sweep":
+            assert other.inputs["architectures"] == ["x86_64"], other.name
+            assert "reservedConcurrentExecutions" not in other.inputs
+            assert "layers" not in other.inputs
+            assert {"LOG_LEVEL", "TEAM_SETTING"}.isdisjoint(
+                other.inputs["environment"]["variables"]
+            )
+            assert other.inputs["loggingConfig"]["applicationLogLevel"] == "INFO"
+
+
+def test_the_settings_reach_a_handler_with_its_own_log_level() -> None:
+    """The ETL's function: its requirements built for the processor, its LOG_LEVEL replaced."""
+    transform = FunctionOptions(architecture=Architecture.ARM64, log_level=LogLevel.WARNING)
+    mocks = run(
+        lambda: component("etl", platform=PlatformOptions(functions={"transform": transform}))
+    )
+    function = mocks.named("c-transform").inputs
+    assert function["architectures"] == ["arm64"]
+    assert function["environment"]["variables"]["LOG_LEVEL"] == "WARNING"
+
+
+def test_a_service_name_labels_every_function_s_logs() -> None:
+    mocks = run(lambda: component("scheduler", platform=PlatformOptions(service="reminders")))
+    functions = mocks.of_type("aws:lambda/function:Function")
+    assert len(functions) == 5
+    for function in functions:
+        variables = function.inputs["environment"]["variables"]
+        assert variables["POWERTOOLS_SERVICE_NAME"] == "reminders", function.name
+        # metrics keep the component's name: its alarms and dashboard select on it
+        assert variables["METRICS_COMPONENT"] == "c"
+
+
+@pytest.mark.parametrize("kind", COMPONENTS)
+def test_without_a_service_name_the_logs_name_the_component(kind: str) -> None:
+    mocks = run(lambda: component(kind))
+    for function in mocks.of_type("aws:lambda/function:Function"):
+        assert function.inputs["environment"]["variables"]["POWERTOOLS_SERVICE_NAME"] == "c"
+
+
+def test_without_function_settings_each_function_is_as_before() -> None:
+    mocks = run(lambda: component("scheduler"))
+    for function in mocks.of_type("aws:lambda/function:Function"):
+        assert function.inputs["architectures"] == ["x86_64"], function.name
+        assert "reservedConcurrentExecutions" not in function.inputs
+        assert "layers" not in function.inputs
+        assert "LOG_LEVEL" not in function.inputs["environment"]["variables"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option", "message"),
+    [
+        (
+            {"memory_size": 2048},
+            FunctionOptions(memory_size=1024),
+            r"IdempotentEtlArgs.memory_size=2048 and "
+            r"platform.functions\['transform'\].memory_size=1024 disagree",
+        ),
+        (
+            {"timeout": 120},
+            FunctionOptions(timeout=60),
+            r"IdempotentEtlArgs.timeout=120 and platform.functions\['transform'\].timeout=60",
+        ),
+        (
+            {"architecture": "arm64"},
+            FunctionOptions(architecture="x86_64"),
+            r"IdempotentEtlArgs.architecture=arm64 and .*architecture=x86_64",
+        ),
+        (
+            {"log_level": "DEBUG"},
+            FunctionOptions(log_level="ERROR"),
+            r"IdempotentEtlArgs.log_level=DEBUG and .*log_level=ERROR",
+        ),
+    ],
+)
+def test_a_component_arg_and_a_platform_option_that_disagree_are_refused(
+    args: dict[str, Any], option: FunctionOptions, message: str
+) -> None:
+    platform = PlatformOptions(functions={"transform": option})
+    with pytest.raises(ValueError, match=message):
+        run(lambda: component("etl", platform=platform, **args))
+
+
+def test_the_name_dedup_starter_s_own_args_are_held_to_the_platform_too() -> None:
+    platform = PlatformOptions(functions={"starter": FunctionOptions(timeout=60)})
+    with pytest.raises(ValueError, match=r"NameDedupStarterArgs.timeout=10 and "):
+        run(lambda: component("name-dedup", platform=platform, timeout=10))
+
+
+def test_a_component_arg_at_its_default_or_agreeing_takes_the_platform_s_option() -> None:
+    sized = PlatformOptions(functions={"transform": FunctionOptions(memory_size=1024)})
+    mocks = run(lambda: component("etl", platform=sized))
+    assert mocks.named("c-transform").inputs["memorySize"] == 1024
+    mocks = run(lambda: component("etl", platform=sized, memory_size=1024))
+    assert mocks.named("c-transform").inputs["memorySize"] == 1024
+
+
+@pytest.mark.parametrize(
+    ("kind", "function", "environment", "message"),
+    [
+        # the component's own settings of that function, named
+        ("scheduler", "sweep", {"TABLE": "x"}, r"may not set \['TABLE'\]: 'c' sets them"),
+        ("etl", "transform", {"OUTPUT_BUCKET": "x"}, r"\['OUTPUT_BUCKET'\]"),
+        # the transform's own environment (a component arg) is the component's too
+        ("etl", "transform", {"CSV_SCHEMA": "{}"}, r"\['CSV_SCHEMA'\]"),
+    ],
+)
+def test_an_environment_variable_the_component_sets_is_refused_by_name(
+    kind: str, function: str, environment: dict[str, str], message: str
+) -> None:
+    platform = PlatformOptions(functions={function: FunctionOptions(environment=environment)})
+    own = {"transform_environment": {"CSV_SCHEMA": "{}"}} if kind == "etl" else {}
+    with pytest.raises(ValueError, match=message):
+        run(lambda: component(kind, platform=platform, **own))
+
+
+@pytest.mark.parametrize(
+    ("options", "reason"),
+    [
+        (
+            lambda: FunctionOptions(environment={"LOG_LEVEL": "DEBUG"}),
+            r"LOG_LEVEL \(set log_level\)",
+        ),
+        (
+            lambda: FunctionOptions(environment={"POWERTOOLS_SERVICE_NAME": "x"}),
+            r"POWERTOOLS_SERVICE_NAME \(set platform.service\)",
+        ),
+        (lambda: FunctionOptions(environment={"1X": "y"}), "a variable's name"),
+        (lambda: FunctionOptions(architecture="arm"), "architecture must be one of"),  # type: ignore[arg-type]
+        (lambda: FunctionOptions(log_level="TRACE"), "log_level must be one of"),  # type: ignore[arg-type]
+        (lambda: FunctionOptions(reserved_concurrency=-1), "Lambda takes 0"),
+        (lambda: FunctionOptions(layers=[LAYER] * 6), "at most 5"),
+        (lambda: FunctionOptions(layers=["otel"]), "each layer version's ARN"),
+        (lambda: FunctionOptions(layers=[LAYER.rsplit(":", 1)[0]]), "each layer version's ARN"),
+        (lambda: PlatformOptions(service=""), "service"),
+    ],
+)
+def test_bad_function_settings_are_refused_where_written(
+    options: Callable[[], Any], reason: str
+) -> None:
+    with pytest.raises(ValueError, match=reason):
+        options()
+
+
+def test_a_layer_known_only_at_deploy_is_taken() -> None:
+    import pulumi
+
+    def program() -> None:
+        layer = pulumi.Output.from_input(LAYER)
+        platform = PlatformOptions(functions={"sweep": FunctionOptions(layers=[layer])})
+        component("scheduler", platform=platform)
+
+    mocks = run(program)
+    assert mocks.named("c-sweep").inputs["layers"] == [LAYER]
+
+
+def test_a_stack_config_sets_each_function_s_settings() -> None:
+    args = args_from_config(
+        SchedulerArgs,
+        {
+            "platform": {
+                "service": "reminders",
+                "functions": {
+                    "sweep": {
+                        "architecture": "arm64",
+                        "reservedConcurrency": 5,
+                        "logLevel": "DEBUG",
+                        "environment": {"TEAM_SETTING": "on"},
+                        "layers": [LAYER],
+                    }
+                },
+            }
+        },
+        channels={"demo": FN},
+    )
+    assert args.platform == PlatformOptions(
+        service="reminders",
+        functions={
+            "sweep": FunctionOptions(
+                architecture=Architecture.ARM64,
+                reserved_concurrency=5,
+                log_level=LogLevel.DEBUG,
+                environment={"TEAM_SETTING": "on"},
+                layers=[LAYER],
+            )
+        },
+    )
