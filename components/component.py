@@ -54,6 +54,9 @@ class Component(pulumi.ComponentResource):
         self.alarm_names = pulumi.Output.all(*[alarm.name for alarm in watch.alarms])
         self.dashboard_name = dashboard.dashboard_name if dashboard is not None else None
         self._outputs = {
+            # which component these are: an ops command refuses another kind's by name
+            # (`clear` given a Scheduler's outputs, say: docs/operations.md)
+            "kind": self._kind,
             "alarmNames": self.alarm_names,
             "dashboardName": self.dashboard_name,
             **outputs,

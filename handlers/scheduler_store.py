@@ -11,6 +11,7 @@ status in every one of them (scheduler_index: an ended message leaves the index)
     release           FIRING (own) -> STANDBY, an unmade send's count dropped
     mark_unrecorded   FIRING (a named claimant's) -> FIRING, never taken over
     add_lane          any pending status, its lane (once, after an upgrade)
+    settle            FIRING (marked unrecorded) -> DONE | FAILED | UNKNOWN, by an operator
 
 Each takes the caller's client (sized for it: a slot's threads, the keeper's short
 timeouts, an operator's session) and answers what the write found; retries, logging and
@@ -283,4 +284,50 @@ def add_lane(ddb: Any, table: str, message_id: str, status: str) -> bool:
             },
         )
         is None
+    )
+
+
+# What an operator may end a message as: what its target did (docs/runbook.md).
+SETTLED = (Status.DONE, Status.FAILED, Status.UNKNOWN)
+
+
+def settle(
+    ddb: Any,
+    table: str,
+    message_id: str,
+    status: Status,
+    error: str | None = None,
+    at: str | None = None,
+) -> Item | None:
+    """An operator's end of a message delivered and never recorded: FIRING and marked
+    `unrecorded` (the sweep marks one whose claimant's execution failed StatusNotRecorded;
+    nothing else will ever write it) -> DONE (fired `at`, if known), FAILED or UNKNOWN (with
+    `error`), leaving the status index, `recorded_by` the operator. Any other message has
+    a claimant, a restart or the API that writes it: never set by hand. None, or the item
+    as it was when refused ({} when there is none)."""
+    if status not in SETTLED:
+        raise ValueError(f"a message is set by hand to {', '.join(SETTLED)} only, not {status}")
+    values: dict[str, Any] = {
+        ":status": {"S": status},
+        ":firing": {"S": Status.FIRING},
+        ":operator": {"S": "operator"},
+    }
+    names = {"#s": "status"}
+    update = "SET #s = :status, recorded_by = :operator"
+    if status == Status.DONE and at:
+        update += ", fired_at = :at"
+        values[":at"] = {"S": at}
+    if status != Status.DONE:
+        update += ", #e = :error"
+        values[":error"] = {"S": error or f"set {status} by hand by an operator"}
+        names["#e"] = "error"
+    return _conditional(
+        ddb.update_item,
+        TableName=table,
+        Key=message_key(message_id),
+        UpdateExpression=f"{update} REMOVE lane",  # (ended: out of the index)
+        ConditionExpression="#s = :firing AND attribute_exists(unrecorded)",
+        ExpressionAttributeNames=names,
+        ExpressionAttributeValues=values,
+        ReturnValuesOnConditionCheckFailure="ALL_OLD",
     )

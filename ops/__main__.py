@@ -1,41 +1,64 @@
 """`exactly-once` (or `python -m exactly_once.ops`): operate a resumable workflow (pattern
-4); redrive any DLQ; give a scheduler's pending messages their lanes.
+4); redrive any DLQ; end a scheduler's message by hand, give its pending messages their
+lanes. Each command checks it was pointed at what it works on; each that writes has
+--dry-run, and asks first on a terminal (--yes for scripts).
 
-    python -m exactly_once.ops show    --key K              a key's checkpoint
-    python -m exactly_once.ops mark    --key K --step S     mark a step done by hand
-    python -m exactly_once.ops unmark  --key K --step S     make a step run again
-    python -m exactly_once.ops clear   --key K              forget the key's checkpoint
-    python -m exactly_once.ops rerun   --key K --input J    re-run from the top
-    python -m exactly_once.ops redrive --execution ARN      Step Functions' RedriveExecution
-    python -m exactly_once.ops redrive-dlq --queue URL --function NAME   (any component)
-                                           [--dry-run]  send dead letters back, once
-    python -m exactly_once.ops scheduler-lanes --table T  pending messages into the
-                                           status index's lanes (once, upgrading 0.2 -> 0.3)
+    show     --key K                 a key's checkpoint
+    mark     --key K --step S        mark a step done by hand                    writes
+    unmark   --key K --step S        make a step run again                       writes
+    clear    --key K                 forget the key's checkpoint                 writes
+    rerun    --key K --input J       re-run from the top                         writes
+    redrive  --execution ARN         Step Functions' RedriveExecution            writes
+    redrive-dlq --queue URL --function NAME   send dead letters back, once       writes
+             (any component with a function; --list shows them, receiving them)
+    scheduler-set-status --id ID --status DONE   a delivered message whose       writes
+             status was never written, ended by hand (the runbook's step)
+    scheduler-lanes --table T        pending messages into the status index's    writes
+             lanes (once, upgrading 0.2 -> 0.3)
+
+What each works on, checked before anything is written (refused, exit 2, naming what it
+was pointed at): the workflow commands a ResumableWorkflow's state machine and its own
+checkpoint table, and only items shaped as checkpoints (never a scheduler's message);
+redrive-dlq a starter's, an ETL's or a scheduler's function whose DLQ the queue is; the
+scheduler commands a Scheduler's messages. With --outputs, a component of another kind
+(its outputs' `kind`) is refused by name.
+
+Commands that write: --dry-run reads what they would change and writes nothing (redrive-dlq's
+receives nothing either: SQS shows a message only by receiving it, which hides it and
+counts a receive, so it reports the queue's counts). On a terminal they ask first, naming
+what they will change; --yes answers for scripts, and without a terminal it is needed.
 
 The workflow comes from --table and --state-machine (the component's outputs; `redrive`
 reads the machine from the execution's ARN), or from a stack's outputs as JSON (--outputs
-FILE: `pulumi stack output --json > FILE`): the component's `table` and `stateMachineArn`
-at the top, or in the one output holding them, or in --component's.
+FILE: `pulumi stack output --json > FILE`): the component's outputs at the top, or in the
+one output holding them, or in --component's.
 AWS credentials and region come from the standard chain (AWS_PROFILE, AWS_REGION,
 ~/.aws/config), or --profile and --region; --endpoint-url keeps them (LocalStack's test
 keys only when there are none).
-`python -m exactly_once.ops COMMAND --help` shows each command with an example.
+COMMAND --help shows each command with an example. Exit codes: 0 done (or a dry run),
+1 AWS refused or failed, 2 refused here (a bad command, the wrong target, not confirmed).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from exactly_once.ops.checkpoints import Checkpoints, RedriveRefused
-from exactly_once.ops.dead_letters import DeadLetters
+from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status
+from exactly_once.handlers.scheduler_store import SETTLED
+from exactly_once.ops.checkpoints import Checkpoints, NotACheckpoint, RedriveRefused
+from exactly_once.ops.dead_letters import REDRIVABLE, DeadLetters, WrongTarget
+from exactly_once.ops.scheduler_lanes import MessageRefused
 from exactly_once.ops.session import clients
 
 PROG = "python -m exactly_once.ops"
+CONSOLE = "exactly-once"  # the wheel's console script (pyproject.toml)
 WORKFLOW = (
     "--table orders-checkpoints --state-machine arn:aws:states:REGION:ACCOUNT:stateMachine:orders"
 )
@@ -67,8 +90,15 @@ COMMANDS = {
     "redrive-dlq": (
         "Send a component's dead-lettered events back through the function that first took "
         "them: its dedup makes an event whose work succeeded meanwhile a duplicate; one that "
-        "fails again returns to the queue with every reason. --dry-run lists them.",
-        "--outputs outputs.json --component nameDedup --dry-run",
+        "fails again returns to the queue with every reason. --list shows each message and "
+        "its reasons (receiving them: SQS has no other way); --dry-run only counts them.",
+        "--outputs outputs.json --component nameDedup --list",
+    ),
+    "scheduler-set-status": (
+        "End by hand a message that was delivered and whose status could not be written "
+        "(FIRING, marked unrecorded by the sweep; docs/runbook.md): DONE if its target has "
+        "it, FAILED or UNKNOWN otherwise. It leaves the status index; nothing is sent.",
+        "--outputs outputs.json --component reminders --id 0b9c... --status DONE",
     ),
     "scheduler-lanes": (
         "Once, after upgrading a scheduler deployed before 0.3: give every pending message "
@@ -77,13 +107,42 @@ COMMANDS = {
         "--table my-scheduler-messages-1234567",
     ),
 }
+WRITES = frozenset(set(COMMANDS) - {"show"})
+# The component kinds each command works on (a component's `kind` output)
+WORKFLOW_KIND = ("ResumableWorkflow",)
+KINDS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("show", "mark", "unmark", "clear", "rerun", "redrive"), WORKFLOW_KIND),
+    "redrive-dlq": tuple(sorted(set(REDRIVABLE.values()))),
+    "scheduler-set-status": ("Scheduler",),
+    "scheduler-lanes": ("Scheduler",),
+}
 DEAD_LETTERS = (
     "--queue https://sqs.REGION.amazonaws.com/ACCOUNT/orders-dlq --function orders-starter"
+)
+API_STARTER = (
+    "an ApiGatewayStarter's DLQ has no function: its events went to the API; send them "
+    "with `aws events put-events` once its cause is fixed, the mapping template dedups them"
+)
+NO_PEEK = (
+    "SQS shows a message only by receiving it (hidden for its visibility timeout, its "
+    "receive count raised), so a dry run lists none: --list receives each to show it and "
+    "its reasons; these counts are approximate (about a minute behind the last send)"
 )
 
 
 class CommandError(Exception):
     """What the operator asked cannot be done: one line, exit 2."""
+
+
+@dataclasses.dataclass
+class Change:
+    """What a writing command will change, found by reads only: `what` names it (in the
+    confirmation, and as a dry run's answer with `preview`); `apply` makes it. No `apply`:
+    nothing to change, `preview` is the answer."""
+
+    what: str
+    preview: dict[str, Any]
+    apply: Callable[[], Any] | None = None
 
 
 def _json(text: str) -> Any:
@@ -93,97 +152,120 @@ def _json(text: str) -> Any:
         raise argparse.ArgumentTypeError(f"not JSON: {exc.msg}") from None
 
 
+def _instant(text: str) -> str:
+    """An ISO 8601 time with its offset, as the scheduler writes `fired_at`."""
+    from exactly_once.handlers import timestamps
+
+    try:
+        return timestamps.iso_ms(timestamps.epoch(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time with its offset: {exc}") from None
+
+
 def _version() -> str:
     import exactly_once
 
     return str(exactly_once.__version__)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = PROG) -> argparse.ArgumentParser:
+    paragraphs = (__doc__ or prog).split("\n\n")
     root = argparse.ArgumentParser(
-        prog=PROG,
-        # the docstring's first paragraph (none under python -OO)
-        description=" ".join((__doc__ or PROG).split("\n\n")[0].split()),
+        prog=prog,
+        # the docstring's first paragraph, then the rest as written (none under python -OO)
+        description=" ".join(paragraphs[0].split()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"example: {PROG} show --key order-7 {WORKFLOW}",
+        epilog="\n\n".join([*paragraphs[1:], f"example: {prog} show --key order-7 {WORKFLOW}"]),
     )
     root.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (summary, example) in COMMANDS.items():
         if name == "redrive-dlq":
-            _dead_letters_parser(commands, name, summary, example)
-            continue
-        if name == "scheduler-lanes":
-            _lanes_parser(commands, name, summary, example)
-            continue
-        command = commands.add_parser(
-            name,
-            help=summary,
-            description=summary,
-            epilog=f"example: {PROG} {name} {example} {WORKFLOW}",
-        )
-        if name == "redrive":
-            command.add_argument("--execution", required=True, help="the failed execution's ARN")
+            _dead_letters_parser(commands, prog, name, summary, example)
+        elif name.startswith("scheduler-"):
+            _scheduler_parser(commands, prog, name, summary, example)
         else:
-            command.add_argument("--key", required=True, help="the business key")
-        if name in ("mark", "unmark"):
-            command.add_argument("--step", required=True, help="a step of the workflow")
-        if name == "mark":
-            command.add_argument(
-                "--output", type=_json, default=None, help="JSON: the output to record"
-            )
-        if name == "rerun":
-            command.add_argument(
-                "--input", type=_json, default={}, help="JSON: the workflow input (default {})"
-            )
-        where = command.add_argument_group("which workflow, where")
-        where.add_argument("--table", help="the checkpoint table (the component's `table`)")
-        where.add_argument("--state-machine", help="the workflow's state machine ARN")
-        where.add_argument(
-            "--outputs",
-            help="a stack's outputs as JSON (`pulumi stack output --json`): the workflow's "
-            "table and stateMachineArn, at the top or in one output",
-        )
-        where.add_argument("--component", help="with --outputs: the output holding them")
-        where.add_argument("--region", help="AWS region (default: the standard chain)")
-        where.add_argument("--profile", help="AWS profile (default: the standard chain)")
-        where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
+            _workflow_parser(commands, prog, name, summary, example)
     return root
 
 
-def _outputs(path: str, component: str | None, wanted: set[str]) -> dict[str, Any]:
-    """The component's outputs in a stack's outputs file: the file itself when it is one
-    component's outputs, else the output named `component`, else the one output holding
-    `wanted` (this repository's stacks name the workflow's `resumable`)."""
-    try:
-        outputs = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CommandError(f"cannot read stack outputs from {path}: {exc}") from None
-    if not isinstance(outputs, dict):
-        raise CommandError(f"{path} is not a JSON object of stack outputs")
-    if component is not None:
-        found = outputs.get(component)
-        if not isinstance(found, dict) or not wanted <= found.keys():
-            raise CommandError(f"{path}: output {component!r} has no {', '.join(sorted(wanted))}")
-        return found
-    if wanted <= outputs.keys():
-        return outputs
-    holding = {k: v for k, v in outputs.items() if isinstance(v, dict) and wanted <= v.keys()}
-    if len(holding) == 1:
-        return next(iter(holding.values()))
-    which = f"one of {', '.join(sorted(holding))}" if holding else "the output holding them"
-    raise CommandError(f"{path}: give --component ({which}): it needs {', '.join(sorted(wanted))}")
-
-
-def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -> None:
+def _command(commands: Any, prog: str, name: str, summary: str, epilog: str) -> Any:
+    """A command's parser; one that writes says so, with --dry-run and --yes."""
+    writes = name in WRITES
+    description = summary
+    if writes:
+        description += (
+            " Writes: --dry-run shows what it would change and changes nothing; on a "
+            "terminal it asks first, naming the change (--yes for scripts: needed where "
+            "there is no terminal)."
+        )
     command = commands.add_parser(
         name,
-        help=summary,
-        description=summary,
-        epilog=f"example: {PROG} {name} {DEAD_LETTERS}\nexample: {PROG} {name} {example}",
+        help=f"{summary} (writes)" if writes else summary,
+        description=description,
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    command.add_argument("--dry-run", action="store_true", help="list, send nothing")
+    if writes:
+        command.add_argument(
+            "--dry-run", action="store_true", help="read what would change; change nothing"
+        )
+        command.add_argument(
+            "--yes", action="store_true", help="go ahead without asking (scripts, CI)"
+        )
+    return command
+
+
+def _aws(group: Any) -> None:
+    group.add_argument("--region", help="AWS region (default: the standard chain)")
+    group.add_argument("--profile", help="AWS profile (default: the standard chain)")
+    group.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
+
+
+def _workflow_parser(commands: Any, prog: str, name: str, summary: str, example: str) -> None:
+    command = _command(
+        commands, prog, name, summary, f"example: {prog} {name} {example} {WORKFLOW}"
+    )
+    if name == "redrive":
+        command.add_argument("--execution", required=True, help="the failed execution's ARN")
+    else:
+        command.add_argument("--key", required=True, help="the business key")
+    if name in ("mark", "unmark"):
+        command.add_argument("--step", required=True, help="a step of the workflow")
+    if name == "mark":
+        command.add_argument(
+            "--output", type=_json, default=None, help="JSON: the output to record"
+        )
+    if name == "rerun":
+        command.add_argument(
+            "--input", type=_json, default={}, help="JSON: the workflow input (default {})"
+        )
+    where = command.add_argument_group("which workflow, where")
+    where.add_argument("--table", help="the checkpoint table (the component's `table`)")
+    where.add_argument("--state-machine", help="the workflow's state machine ARN")
+    where.add_argument(
+        "--outputs",
+        help="a stack's outputs as JSON (`pulumi stack output --json`): the workflow's "
+        "table and stateMachineArn, at the top or in one output",
+    )
+    where.add_argument("--component", help="with --outputs: the output holding them")
+    _aws(where)
+
+
+def _dead_letters_parser(commands: Any, prog: str, name: str, summary: str, example: str) -> None:
+    command = _command(
+        commands,
+        prog,
+        name,
+        summary,
+        f"example: {prog} {name} {DEAD_LETTERS} --dry-run\nexample: {prog} {name} {example}",
+    )
+    command.add_argument(
+        "--list",
+        action="store_true",
+        help="show each message and its reasons, send nothing: each is received (its "
+        "receive count rises; hidden at most a minute) and put back",
+    )
     where = command.add_argument_group("which queue and function, where")
     where.add_argument("--queue", help="the DLQ's URL (a component's `dlqUrl`)")
     where.add_argument(
@@ -193,34 +275,86 @@ def _dead_letters_parser(commands: Any, name: str, summary: str, example: str) -
     )
     where.add_argument("--outputs", help="a stack's outputs as JSON (`pulumi stack output --json`)")
     where.add_argument("--component", help="with --outputs: the output holding dlqUrl")
-    where.add_argument("--region", help="AWS region (default: the standard chain)")
-    where.add_argument("--profile", help="AWS profile (default: the standard chain)")
-    where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
+    _aws(where)
 
 
-def _lanes_parser(commands: Any, name: str, summary: str, example: str) -> None:
-    command = commands.add_parser(
-        name, help=summary, description=summary, epilog=f"example: {PROG} {name} {example}"
-    )
+def _scheduler_parser(commands: Any, prog: str, name: str, summary: str, example: str) -> None:
+    command = _command(commands, prog, name, summary, f"example: {prog} {name} {example}")
+    if name == "scheduler-set-status":
+        command.add_argument("--id", required=True, help="the message's id")
+        command.add_argument(
+            "--status",
+            required=True,
+            choices=[str(status) for status in SETTLED],
+            help="DONE: its target has it; FAILED: it refused it; UNKNOWN: nobody can tell",
+        )
+        command.add_argument("--error", help="FAILED or UNKNOWN: why (shown by GET /messages)")
+        command.add_argument(
+            "--fired-at",
+            type=_instant,
+            help="DONE: when the target took it (ISO 8601 with its offset), if known",
+        )
     where = command.add_argument_group("which scheduler, where")
     where.add_argument("--table", help="the scheduler's messages table (its `table` output)")
     where.add_argument("--outputs", help="a stack's outputs as JSON (`pulumi stack output --json`)")
     where.add_argument("--component", help="with --outputs: the output holding the scheduler's")
-    where.add_argument("--region", help="AWS region (default: the standard chain)")
-    where.add_argument("--profile", help="AWS profile (default: the standard chain)")
-    where.add_argument("--endpoint-url", help="e.g. http://127.0.0.1:4566 (LocalStack)")
+    _aws(where)
 
 
-def _lanes(args: argparse.Namespace) -> dict[str, int]:
-    from exactly_once.ops.scheduler_lanes import add_lanes
+def _a(kind: str) -> str:
+    return f"{'an' if kind[0] in 'AEIOU' else 'a'} {kind}"
 
-    table = args.table
-    if not table and args.outputs:
-        table = _outputs(args.outputs, args.component, {"table", "stateMachineArn"})["table"]
-    if not table:
-        raise CommandError("give --table, or --outputs (a stack's outputs) and --component")
-    _checked("--table", table, TABLE, "a DynamoDB table name")
-    return add_lanes(clients(args.endpoint_url, args.region, args.profile), table)
+
+def _kinds(kinds: tuple[str, ...]) -> str:
+    named = [_a(kind) for kind in kinds]
+    return named[0] if len(named) == 1 else f"{', '.join(named[:-1])} or {named[-1]}"
+
+
+def _of_kind(outputs: dict[str, Any], who: str, command: str | None) -> None:
+    """Refuse a component of another kind than the command works on, by name (outputs
+    exported before components carried `kind` pass: the checks on what they name hold)."""
+    kinds = KINDS.get(command or "")
+    kind = outputs.get("kind")
+    if kinds and isinstance(kind, str) and kind not in kinds:
+        hint = (
+            f" ({API_STARTER})" if kind == "ApiGatewayStarter" and command == "redrive-dlq" else ""
+        )
+        raise CommandError(f"{who} is {_a(kind)}; {command} works on {_kinds(kinds)}{hint}")
+
+
+def _outputs(
+    path: str, component: str | None, wanted: set[str], command: str | None = None
+) -> dict[str, Any]:
+    """The component's outputs in a stack's outputs file: the file itself when it is one
+    component's outputs, else the output named `component`, else the one output holding
+    `wanted` (this repository's stacks name the workflow's `resumable`) of a kind
+    `command` works on; a component of another kind refused by name."""
+    try:
+        outputs = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CommandError(f"cannot read stack outputs from {path}: {exc}") from None
+    if not isinstance(outputs, dict):
+        raise CommandError(f"{path} is not a JSON object of stack outputs")
+    if component is not None:
+        found = outputs.get(component)
+        if isinstance(found, dict):
+            _of_kind(found, f"component {component!r}", command)
+        if not isinstance(found, dict) or not wanted <= found.keys():
+            raise CommandError(f"{path}: output {component!r} has no {', '.join(sorted(wanted))}")
+        return found
+    if wanted <= outputs.keys():
+        _of_kind(outputs, path, command)
+        return outputs
+    holding = {k: v for k, v in outputs.items() if isinstance(v, dict) and wanted <= v.keys()}
+    kinds = KINDS.get(command or "", ())
+    fitting = {k: v for k, v in holding.items() if v.get("kind") in (None, *kinds) or not kinds}
+    if len(fitting) == 1:
+        return next(iter(fitting.values()))
+    if holding and not fitting:
+        others = ", ".join(f"{k!r} is {_a(str(v['kind']))}" for k, v in sorted(holding.items()))
+        raise CommandError(f"{path}: {command} works on {_kinds(kinds)}; {others}")
+    which = f"one of {', '.join(sorted(fitting))}" if fitting else "the output holding them"
+    raise CommandError(f"{path}: give --component ({which}): it needs {', '.join(sorted(wanted))}")
 
 
 # What AWS accepts, checked before any call: a typo is one clear line (exit 2), not an
@@ -250,14 +384,12 @@ def _checked(what: str, value: str, pattern: re.Pattern[str], shape: str) -> str
 def _dead_letters(args: argparse.Namespace) -> DeadLetters:
     queue, function = args.queue, args.function
     if not (queue and function) and args.outputs:
-        found = _outputs(args.outputs, args.component, {"dlqUrl"})
+        found = _outputs(args.outputs, args.component, {"dlqUrl"}, args.command)
         queue = queue or found["dlqUrl"]
         function = function or found.get("functionName") or found.get("starterFunction")
     if not (queue and function):
         raise CommandError(
-            "give --queue and --function, or --outputs and --component (an ApiGatewayStarter's "
-            "DLQ has no function: its events went to the API; send them with `aws events "
-            "put-events` once its cause is fixed, the mapping template dedups them)"
+            f"give --queue and --function, or --outputs and --component ({API_STARTER})"
         )
     _checked(
         "--queue",
@@ -269,12 +401,23 @@ def _dead_letters(args: argparse.Namespace) -> DeadLetters:
     return DeadLetters(queue, function, clients(args.endpoint_url, args.region, args.profile))
 
 
+def _scheduler_table(args: argparse.Namespace) -> str:
+    table = args.table
+    if not table and args.outputs:
+        table = _outputs(args.outputs, args.component, {"table"}, args.command)["table"]
+    if not table:
+        raise CommandError("give --table, or --outputs (a stack's outputs) and --component")
+    return _checked("--table", table, TABLE, "a DynamoDB table name")
+
+
 def _workflow(args: argparse.Namespace) -> Checkpoints:
     table, machine = args.table, args.state_machine
     if args.command == "redrive" and not machine:  # the execution names its machine
         machine = _machine_of(args.execution)
     if not (table and machine) and args.outputs:
-        workflow = _outputs(args.outputs, args.component, {"table", "stateMachineArn"})
+        workflow = _outputs(
+            args.outputs, args.component, {"table", "stateMachineArn"}, args.command
+        )
         table, machine = table or workflow["table"], machine or workflow["stateMachineArn"]
     if not (table and machine):
         raise CommandError("give --table and --state-machine, or --outputs (a stack's outputs)")
@@ -297,6 +440,7 @@ def _machine_of(execution_arn: str) -> str:
 
 
 def _steps(workflow: Checkpoints) -> list[str]:
+    """The workflow's steps: the machine a ResumableWorkflow's, the table its own."""
     try:
         return workflow.steps()
     except ValueError as exc:
@@ -310,62 +454,219 @@ def _known_step(workflow: Checkpoints, step: str) -> str:
     return step
 
 
-def run(args: argparse.Namespace) -> Any:
-    if args.command == "redrive-dlq":
-        return _dead_letters(args).redrive(dry_run=args.dry_run)
-    if args.command == "scheduler-lanes":
-        return _lanes(args)
-    if args.command == "redrive":
-        return _workflow(args).redrive(args.execution)
-    workflow = _workflow(args)
-    if args.command == "show":
-        return workflow.show(args.key) or {"key": args.key, "steps": None}
-    if args.command in ("mark", "unmark"):
-        step = _known_step(workflow, args.step)
+def _not_a_checkpoint(args: argparse.Namespace, workflow: Checkpoints, done: str) -> CommandError:
+    return CommandError(
+        f"{args.key!r} is no checkpoint of this workflow's table ({workflow.table}): "
+        f"nothing {done} (is --component, or --table, a ResumableWorkflow's?)"
+    )
+
+
+def _marking(args: argparse.Namespace, workflow: Checkpoints) -> Change:
+    step = _known_step(workflow, args.step)
+    preview = {"key": args.key, "step": step, "checkpoint": workflow.show(args.key)}
+    if args.command == "mark":
+        what = (
+            f"mark step {step!r} of key {args.key!r} done in table {workflow.table} (output "
+            f"{json.dumps(args.output)}): its next run skips it"
+        )
+    else:
+        what = f"make step {step!r} of key {args.key!r} run again (table {workflow.table})"
+
+    def apply() -> Any:
         try:
             if args.command == "mark":
                 workflow.mark_done(args.key, step, args.output)
             else:
                 workflow.mark_not_done(args.key, step)
         except workflow.ddb.exceptions.ConditionalCheckFailedException:
-            raise CommandError(
-                f"{args.key!r} is no checkpoint of this workflow's table ({workflow.table}): "
-                "nothing written (is --component, or --table, a ResumableWorkflow's?)"
-            ) from None
+            raise _not_a_checkpoint(args, workflow, "written") from None
         return workflow.show(args.key)
-    if args.command == "clear":
-        _steps(workflow)  # (a resumable workflow's, or nothing is deleted)
+
+    return Change(what, preview, apply)
+
+
+def _clearing(args: argparse.Namespace, workflow: Checkpoints) -> Change:
+    steps = _steps(workflow)  # (a resumable workflow's, or nothing is deleted)
+    shown = workflow.show(args.key)
+    if shown is None:
+        return Change("", {"key": args.key, "cleared": False})  # (nothing to forget)
+    done = [name for name in steps if shown["steps"].get(name, {}).get("done")]
+    completed = ", completed" if shown["completed_at"] is not None else ""
+    what = (
+        f"delete key {args.key!r}'s checkpoint from table {workflow.table} ({len(done)} of "
+        f"{len(steps)} steps done{completed}): its next run runs every step again"
+    )
+
+    def apply() -> Any:
         cleared = workflow.clear(args.key)
         if cleared == "refused":
-            raise CommandError(
-                f"{args.key!r} is no checkpoint of this workflow's table ({workflow.table}): "
-                "nothing deleted (is --component, or --table, a ResumableWorkflow's?)"
-            )
+            raise _not_a_checkpoint(args, workflow, "deleted")
         return {"key": args.key, "cleared": cleared == "cleared"}  # (absent: nothing to do)
+
+    return Change(what, {"key": args.key, "checkpoint": shown}, apply)
+
+
+def _rerunning(args: argparse.Namespace, workflow: Checkpoints) -> Change:
+    from exactly_once.handlers.executions import DUPLICATE, execution_arn
+    from exactly_once.handlers.names import execution_name
+
     _steps(workflow)  # (a resumable workflow's, or nothing is started)
-    return workflow.rerun(args.key, args.input).as_dict()
+    attempt, status = workflow.next_attempt(args.key)
+    name = execution_name(args.key, attempt)
+    found = {
+        "name": name,
+        "execution_arn": execution_arn(workflow.state_machine_arn, name),
+        "attempt": attempt,
+    }
+    if status is not None:  # running or succeeded: a rerun starts nothing
+        return Change("", {"status": DUPLICATE, **found, "existing_status": status})
+    what = (
+        f"start {workflow.state_machine_arn} for key {args.key!r} as {name} (input "
+        f"{json.dumps(args.input)}): the steps done are skipped"
+    )
+    return Change(what, found, lambda: workflow.rerun(args.key, args.input).as_dict())
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Exit codes: 0 done, 1 AWS refused or failed (one line with its reason), 2 a bad
-    command (argparse's usage errors too)."""
+def _redriving(args: argparse.Namespace, workflow: Checkpoints) -> Change:
+    _steps(workflow)  # (the execution's machine a resumable workflow's, the table its own)
+    key = workflow.still_owns(args.execution)
+    what = f"redrive {args.execution} (key {key!r}) from the state that failed"
+    return Change(
+        what, {"execution": args.execution, "key": key}, lambda: workflow.redrive(args.execution)
+    )
+
+
+def _sending(dead_letters: DeadLetters, counts: dict[str, int]) -> Change:
+    what = (
+        f"send the messages of {dead_letters.queue_url} (about "
+        f"{counts['ApproximateNumberOfMessages']} visible, "
+        f"{counts['ApproximateNumberOfMessagesNotVisible']} in flight, "
+        f"{counts['ApproximateNumberOfMessagesDelayed']} delayed) back through "
+        f"{dead_letters.function}, each deleted once its event is through"
+    )
+    preview = {
+        "queue": dead_letters.queue_url,
+        "function": dead_letters.function,
+        "approximateCounts": counts,
+        "messages": NO_PEEK,
+    }
+    return Change(what, preview, dead_letters.redrive)
+
+
+def _laning(args: argparse.Namespace) -> Change:
+    from exactly_once.ops.scheduler_lanes import add_lanes, count_lanes
+
+    table = _scheduler_table(args)
+    client = clients(args.endpoint_url, args.region, args.profile)
+    counts = count_lanes(client, table)
+    if not counts["to_lane"]:
+        return Change("", {"laned": 0, "ended": counts["ended"], "moved_on": 0})
+    what = f"give {counts['to_lane']} pending messages of table {table} their status index lane"
+    return Change(what, {"table": table, **counts}, lambda: add_lanes(client, table))
+
+
+def _settling(args: argparse.Namespace) -> Change:
+    from exactly_once.ops.scheduler_lanes import settle, settleable
+
+    table = _scheduler_table(args)
+    client = clients(args.endpoint_url, args.region, args.profile)
+    message_id = args.id.removeprefix(KEY_PREFIX)
+    found = settleable(client, table, message_id)
+    status = Status(args.status)
+    if args.fired_at and status != Status.DONE:
+        raise CommandError("--fired-at is for DONE: a FAILED or UNKNOWN message never fired")
+    told = f", error {args.error!r}" if args.error and status != Status.DONE else ""
+    what = (
+        f"set message {message_id!r} of table {table} FIRING -> {status}{told}: it leaves "
+        "the status index, nothing is sent"
+    )
+
+    def apply() -> Any:
+        return settle(client, table, message_id, status, args.error, args.fired_at)
+
+    return Change(what, {"table": table, "message": found, "to": str(status)}, apply)
+
+
+def _change(args: argparse.Namespace) -> Change:
+    """The writing command's change, by reads only."""
+    if args.command == "scheduler-lanes":
+        return _laning(args)
+    if args.command == "scheduler-set-status":
+        return _settling(args)
+    workflow = _workflow(args)
+    if args.command in ("mark", "unmark"):
+        return _marking(args, workflow)
+    if args.command == "clear":
+        return _clearing(args, workflow)
+    if args.command == "rerun":
+        return _rerunning(args, workflow)
+    return _redriving(args, workflow)
+
+
+def _confirm(args: argparse.Namespace, prog: str, what: str) -> None:
+    """Asked on a terminal; refused without one unless --yes. As `pulumi up` and `pulumi
+    destroy` do ("--yes must be passed in to proceed when running in non-interactive
+    mode"): a script that did not say --yes stops before changing anything, rather than
+    change what nobody confirmed (a forgotten flag costs a rerun; a wrong target, an
+    operator's checkpoint or a redriven event, costs more). Both stdin and stderr must be
+    a terminal: the question goes to stderr, the answer comes from stdin, stdout keeps
+    the JSON."""
+    if args.yes:
+        return
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise CommandError(
+            f"this would {what}. Not on a terminal, so nothing was asked and nothing "
+            "changed: add --yes to go ahead (--dry-run shows it without writing)"
+        )
+    sys.stderr.write(f"{prog} {args.command} will {what}.\nGo ahead? [y/N] ")
+    sys.stderr.flush()
+    if sys.stdin.readline().strip().lower() not in ("y", "yes"):
+        raise CommandError("not confirmed: nothing changed")
+
+
+def run(args: argparse.Namespace, prog: str = PROG) -> Any:
+    if args.command == "show":
+        workflow = _workflow(args)
+        _steps(workflow)  # (a resumable workflow's, its own table)
+        return workflow.show(args.key) or {"key": args.key, "steps": None}
+    if args.command == "redrive-dlq":
+        if args.list and args.dry_run:
+            raise CommandError("--list receives the messages, --dry-run receives nothing: not both")
+        dead_letters = _dead_letters(args)
+        counts = dead_letters.check()  # (the function's DLQ, nothing received)
+        if args.list:  # receives, writes nothing: what the operator asked to see
+            return dead_letters.list_letters()
+        change = _sending(dead_letters, counts)
+    else:
+        change = _change(args)
+    if change.apply is None:
+        return change.preview
+    if args.dry_run:
+        return {"dryRun": True, "wouldChange": change.what, **change.preview}
+    _confirm(args, prog, change.what)
+    return change.apply()
+
+
+def main(argv: list[str] | None = None, prog: str = PROG) -> int:
+    """Exit codes: 0 done, 1 AWS refused or failed (one line with its reason), 2 refused
+    here: a bad command (argparse's usage errors too), the wrong target, not confirmed."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    args = parser().parse_args(argv)
+    args = parser(prog).parse_args(argv)
     try:
-        result = run(args)
-    except (CommandError, RedriveRefused) as exc:
-        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        result = run(args, prog)
+    except (CommandError, RedriveRefused, NotACheckpoint, MessageRefused, WrongTarget) as exc:
+        print(f"{prog} {args.command}: {exc}", file=sys.stderr)
         return 2
     except ClientError as exc:
         error = exc.response.get("Error", {})
         reason = f"{error.get('Code', 'Error')}: {error.get('Message', '')}".rstrip(": ")
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         who = f"{args.endpoint_url} (HTTP {status})" if args.endpoint_url else "AWS"
-        print(f"{PROG} {args.command}: {who} refused it: {reason}", file=sys.stderr)
+        print(f"{prog} {args.command}: {who} refused it: {reason}", file=sys.stderr)
         return 1
     except BotoCoreError as exc:  # no credentials, no region, no connection
-        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        print(f"{prog} {args.command}: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(result, indent=2, default=str))
     return 0
@@ -373,8 +674,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def console() -> None:
     """The `exactly-once` command (the wheel's console script): the same as `python -m
-    exactly_once.ops`."""
-    sys.exit(main())
+    exactly_once.ops`, under its own name in help and errors."""
+    sys.exit(main(prog=CONSOLE))
 
 
 if __name__ == "__main__":

@@ -23,13 +23,20 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from exactly_once.handlers import executions
 from exactly_once.handlers.checkpoints import EMPTY, attribute
 from exactly_once.handlers.executions import Outcome, ReusePolicy, start_once
+from exactly_once.handlers.names import execution_name
 from exactly_once.ops.session import clients
 
 
 class RedriveRefused(Exception):
     """The execution no longer owns its key: a redrive would repeat work another run did."""
+
+
+class NotACheckpoint(ValueError):
+    """The key's item is another component's (a scheduler's message, a receiver's record):
+    nothing of it is read as a checkpoint, nor written."""
 
 
 # The Load state's key: States.Format('{}', $.path) (components/resumable_asl.py)
@@ -50,6 +57,16 @@ CHECKPOINT = (
     "attribute_exists(pk) AND attribute_not_exists(#s) AND "
     "(attribute_exists(first_execution) OR attribute_exists(expires_at))"
 )
+
+
+def is_checkpoint(item: Mapping[str, Any]) -> bool:
+    """CHECKPOINT, of an item read (the reads' and dry runs' check; the writes are
+    conditional on CHECKPOINT itself)."""
+    return (
+        "pk" in item
+        and "status" not in item
+        and bool({"first_execution", "expires_at"} & item.keys())
+    )
 
 
 class Checkpoints:
@@ -79,23 +96,44 @@ class Checkpoints:
 
     def steps(self) -> list[str]:
         """The workflow's steps, in order, read from its definition (the Resume state's
-        choices: components/resumable_asl.py)."""
+        choices: components/resumable_asl.py); refused (ValueError) when the machine is no
+        ResumableWorkflow's, or its checkpoints are not in this table (its Save states
+        write them: a table named by mistake is never read as the workflow's)."""
         described = self.sfn.describe_state_machine(stateMachineArn=self.state_machine_arn)
-        resume = json.loads(described["definition"])["States"].get("Resume")
+        states = json.loads(described["definition"])["States"]
+        resume = states.get("Resume")
         if resume is None:
             raise ValueError(
                 f"{self.state_machine_arn} is not a ResumableWorkflow's state machine (it has "
                 "no Resume state): these commands change a resumable workflow's checkpoints"
             )
+        written = {
+            state["Parameters"]["TableName"]
+            for state in states.values()
+            if isinstance(state.get("Parameters"), dict) and "TableName" in state["Parameters"]
+        }
+        given = self.table.rsplit(":table/", 1)[-1]  # (a table's ARN names it too)
+        if written and given not in written:
+            raise ValueError(
+                f"table {self.table!r} is not this workflow's checkpoint table: "
+                f"{self.state_machine_arn} keeps its checkpoints in {', '.join(sorted(written))}"
+            )
         return [choice["Next"] for choice in resume["Choices"]]
 
     def show(self, key: str) -> dict[str, Any] | None:
-        """Each step's entry ({} = not done), or None when the key has no checkpoint."""
+        """Each step's entry ({} = not done), or None when the key has no checkpoint;
+        NotACheckpoint when its item is another kind's."""
         item = self.ddb.get_item(
             TableName=self.table, Key={"pk": {"S": key}}, ConsistentRead=True
         ).get("Item")
         if item is None:
             return None
+        if not is_checkpoint(item):
+            raise NotACheckpoint(
+                f"{key!r} is no checkpoint of this workflow's table ({self.table}): "
+                f"its item has {', '.join(sorted(item))} (is --component, or --table, "
+                "a ResumableWorkflow's?)"
+            )
         steps = {
             name.removeprefix("out_"): json.loads(value["S"])
             for name, value in item.items()
@@ -167,9 +205,29 @@ class Checkpoints:
             sfn=self.sfn,
         )
 
+    def next_attempt(self, key: str) -> tuple[int, str | None]:
+        """What `rerun` would do, read only (DescribeExecution, as start_once decides): (the
+        attempt it would start, None), or (the attempt it would find, that execution's
+        status) when that one runs or succeeded: then nothing starts."""
+        attempt = 0
+        while True:
+            arn = executions.execution_arn(self.state_machine_arn, execution_name(key, attempt))
+            try:
+                found = self.sfn.describe_execution(executionArn=arn)
+            except self.sfn.exceptions.ExecutionDoesNotExist:
+                return attempt, None
+            if found["status"] not in executions.RETRYABLE_STATUSES:
+                return attempt, str(found["status"])
+            attempt += 1
+
     def key_of(self, execution_arn: str) -> str:
         """The business key an execution runs: its input at the workflow's key path."""
         described = self.sfn.describe_execution(executionArn=execution_arn)
+        if described.get("stateMachineArn", self.state_machine_arn) != self.state_machine_arn:
+            raise RedriveRefused(
+                f"{execution_arn} is an execution of {described['stateMachineArn']}, not of "
+                f"{self.state_machine_arn}"
+            )
         definition = self.sfn.describe_state_machine(stateMachineArn=self.state_machine_arn)
         payload = json.loads(definition["definition"])["States"]["Load"]["Parameters"]["Payload"]
         found = _KEY_PATH.fullmatch(payload["key.$"])
@@ -184,6 +242,12 @@ class Checkpoints:
 
     def redrive(self, execution_arn: str) -> dict[str, Any]:
         """RedriveExecution, only while the key's checkpoint is still this execution's."""
+        self.still_owns(execution_arn)
+        return dict(self.sfn.redrive_execution(executionArn=execution_arn))
+
+    def still_owns(self, execution_arn: str) -> str:
+        """The key the execution runs, read only, if its checkpoint is still the
+        execution's (its lease, not completed); RedriveRefused saying why not."""
         key = self.key_of(execution_arn)
         found = self.show(key)
         if found is None:
@@ -195,4 +259,4 @@ class Checkpoints:
                 f"key {key!r} was taken over by {found['lease']}: a redrive would repeat its "
                 "work; rerun the key instead"
             )
-        return dict(self.sfn.redrive_execution(executionArn=execution_arn))
+        return key

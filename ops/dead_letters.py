@@ -14,8 +14,16 @@ redriven, so the handler's own dedup decides: an event whose work succeeded mean
 a duplicate and does nothing again. A message is deleted only once its event is through;
 one rejected again goes back to the queue with every reason it has met (the handler
 leaves that to this tool), and a crash part-way leaves the message to a later redrive,
-which finds the work done. `dry_run` lists what would be sent, with each reason, and
-leaves every message where it was.
+which finds the work done.
+
+SQS shows a message only by receiving it: a receive hides it for its visibility timeout
+and counts it (`ApproximateReceiveCount`), whatever the receiver then does (SQS API
+reference, ReceiveMessage and ChangeMessageVisibility: a received message is "in flight"
+until deleted or its visibility window ends). So `check` (the dry run's read) receives
+nothing: it asks the queue's approximate counts (GetQueueAttributes, consistent about a
+minute after the last send) and whether the function is one whose DLQ this is. `list`
+receives each message to show it and its reasons, hidden `LIST_VISIBILITY_SECONDS` at
+most, and puts each back: its receive count rises.
 """
 
 from __future__ import annotations
@@ -54,6 +62,29 @@ INVOKE = Config(
 
 
 EMPTY_PAGES = 10  # empty GetRecords pages in a row taken for the shard's tip
+# How long `list` hides what it received: long enough to list a queue without seeing a
+# message twice, short enough that an interrupted listing hides nothing for long (the
+# DLQ's alarm reads the visible count).
+LIST_VISIBILITY_SECONDS = 60
+
+# The functions whose DLQ holds events to send back (each component's `functionName`, a
+# scheduler's `starterFunction`): by handler, the component that deploys it. Each has
+# that DLQ as its DeadLetterConfig (components/functions.py).
+REDRIVABLE = {
+    "exactly_once.handlers.starter.handler": "NameDedupStarter",
+    "exactly_once.handlers.etl.handler": "IdempotentEtl",
+    "exactly_once.handlers.scheduler.stream_handler": "Scheduler",
+}
+COUNTS = (
+    "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed",
+)
+
+
+class WrongTarget(ValueError):
+    """The function is not one whose events a DLQ of ours holds, or the queue is not its
+    DLQ: nothing is received or sent."""
 
 
 @dataclasses.dataclass
@@ -81,14 +112,37 @@ class DeadLetters:
         self.clients = clients
         self.seen: set[str] = set()  # message ids taken, or sent back, by this run
 
-    def letters(self) -> Iterator[Letter]:
-        """Every message once, hidden while it is handled. One this run sent back (failed
-        again) is shown again at once and not taken twice."""
+    def check(self) -> dict[str, Any]:
+        """Read only (nothing received): the function is one of ours that takes redriven
+        events, and this queue is its DLQ (WrongTarget otherwise); the queue's approximate
+        counts."""
+        config = self.lam.get_function_configuration(FunctionName=self.function)
+        handler = str(config.get("Handler", ""))
+        if handler not in REDRIVABLE:
+            raise WrongTarget(
+                f"function {self.function!r} runs {handler or 'no handler of ours'}, not a "
+                "starter, an ETL transform or a scheduler's stream starter: its events are "
+                "not what a DLQ of ours holds"
+            )
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["QueueArn", *COUNTS]
+        )["Attributes"]
+        dead_letters = (config.get("DeadLetterConfig") or {}).get("TargetArn")
+        if dead_letters != attributes["QueueArn"]:
+            raise WrongTarget(
+                f"queue {attributes['QueueArn']} is not the DLQ of {self.function} "
+                f"(a {REDRIVABLE[handler]}'s function; its DLQ: {dead_letters or 'none'})"
+            )
+        return {name: int(attributes.get(name, 0)) for name in COUNTS}
+
+    def letters(self, visibility: int = VISIBILITY_SECONDS) -> Iterator[Letter]:
+        """Every message once, hidden `visibility` seconds while it is handled. One this
+        run sent back (failed again) is shown again at once and not taken twice."""
         while True:
             answer = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=10,
-                VisibilityTimeout=VISIBILITY_SECONDS,
+                VisibilityTimeout=visibility,
                 MessageAttributeNames=["All"],
                 WaitTimeSeconds=1,  # long polling: every server of the queue is asked
             )
@@ -179,12 +233,22 @@ class DeadLetters:
             iterator = page.get("NextShardIterator")
         return records
 
-    def redrive(self, dry_run: bool = False) -> dict[str, Any]:
+    def redrive(self) -> dict[str, Any]:
         """Send every message's event back; what happened to each, and the counts."""
+        return self._each(listing=False)
+
+    def list_letters(self) -> dict[str, Any]:
+        """Every message with its reasons, sent nowhere: each received (its receive count
+        rises), hidden LIST_VISIBILITY_SECONDS at most, and visible again once all are
+        listed."""
+        return self._each(listing=True)
+
+    def _each(self, listing: bool) -> dict[str, Any]:
         done: list[dict[str, Any]] = []
-        held: list[str] = []  # a dry run's messages, shown again once all are listed
-        for letter in self.letters():
-            if dry_run or letter.payload is None:
+        held: list[str] = []  # messages listed, shown again once all are
+        visibility = LIST_VISIBILITY_SECONDS if listing else VISIBILITY_SECONDS
+        for letter in self.letters(visibility):
+            if listing or letter.payload is None:
                 done.append({**letter.summary(), "event": letter.payload, "result": "listed"})
                 held.append(letter.receipt)
                 continue

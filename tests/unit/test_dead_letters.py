@@ -136,17 +136,17 @@ def test_one_that_fails_again_returns_once_with_every_reason(sqs: Any) -> None:
     assert reasons["bad-1"] == ["first reason", "no usable key in bad-1", "no usable key in bad-1"]
 
 
-def test_a_dry_run_lists_each_reason_and_moves_nothing(sqs: Any) -> None:
+def test_a_listing_shows_each_reason_and_sends_nothing(sqs: Any) -> None:
     url = queue(sqs)
     sqs.send_message(
         QueueUrl=url,
         MessageBody=json.dumps({"reason": "why", "event": {"detail": {"key": "a"}}}),
     )
     function = Function(starter(set()))
-    report = dead_letters(sqs, url, function).redrive(dry_run=True)
+    report = dead_letters(sqs, url, function).list_letters()
     assert [(m["reasons"], m["result"]) for m in report["messages"]] == [(["why"], "listed")]
     assert function.calls == []
-    assert len(bodies(sqs, url)) == 1  # still there, visible again
+    assert len(bodies(sqs, url)) == 1  # still there, visible again (received once: listed)
 
 
 def test_a_stream_batch_is_read_back_from_the_stream_and_sent_as_the_batch_it_was(

@@ -46,7 +46,20 @@ def test_every_command_has_its_own_help_with_an_example(
 
 def test_mark_then_show(workflow: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert (
-        main(["mark", "--key", "k", "--step", "charge", "--output", '{"paid": 1}', *workflow]) == 0
+        main(
+            [
+                "mark",
+                "--key",
+                "k",
+                "--step",
+                "charge",
+                "--output",
+                '{"paid": 1}',
+                "--yes",
+                *workflow,
+            ]
+        )
+        == 0
     )
     shown = json.loads(capsys.readouterr().out)
     assert shown["steps"]["charge"] == {"done": True, "output": {"paid": 1}, "by": "operator"}
@@ -64,9 +77,9 @@ def test_an_unknown_step_is_refused_naming_the_workflows_steps(
 def test_an_aws_error_is_one_line_with_the_reason_and_exit_1(
     workflow: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # GIVEN a table that does not exist
-    other = ["--table", "missing", *workflow[2:]]
-    assert main(["show", "--key", "k", *other]) == 1
+    # GIVEN the workflow's table gone
+    runtime.client("dynamodb").delete_table(TableName="checkpoints")
+    assert main(["show", "--key", "k", *workflow]) == 1
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and "Traceback" not in error
     assert "AWS refused it: ResourceNotFoundException" in error
@@ -187,17 +200,18 @@ def test_a_redrive_is_refused_once_another_run_took_the_key_over_or_completed_it
     ddb = runtime.client("dynamodb")
 
     def holder(**attributes: dict[str, str]) -> None:
-        ddb.put_item(TableName="checkpoints", Item={"pk": {"S": "order-7"}, **attributes})
+        checkpoint = {"pk": {"S": "order-7"}, "first_execution": {"S": a}}
+        ddb.put_item(TableName="checkpoints", Item={**checkpoint, **attributes})
 
     # GIVEN run A failed and run B took the key's lease over
     holder(lease={"S": b})
     # THEN redriving A is refused (it would run its failed step again), one line, exit 2
-    assert main(["redrive", "--execution", a, *workflow]) == 2
+    assert main(["redrive", "--execution", a, "--yes", *workflow]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and f"taken over by {b}" in error and "rerun" in error
     # AND so it is once B completed the key
     holder(completed_at={"N": "1"}, completed_by={"S": b})
-    assert main(["redrive", "--execution", a, *workflow]) == 2
+    assert main(["redrive", "--execution", a, "--yes", *workflow]) == 2
     assert "was completed since" in capsys.readouterr().err
     # AND while the key is still A's, A is redriven
     holder(lease={"S": a})
@@ -300,17 +314,24 @@ def test_a_programs_exports_are_what_the_commands_read(tmp_path: object) -> None
     dead_letters = _outputs(str(outputs), "uploads", {"dlqUrl", "functionName"})
     assert dead_letters["dlqUrl"].startswith("https://sqs.")
     assert _outputs(str(outputs), "reminders", {"table", "stateMachineArn", "dlqUrl"})
+    # AND each says which component it is: a command refuses another kind's by name
+    kinds = {name: values["kind"] for name, values in stack.items()}
+    assert kinds == {
+        "orders": "ResumableWorkflow",
+        "uploads": "NameDedupStarter",
+        "reminders": "Scheduler",
+    }
 
 
 def test_clear_forgets_a_checkpoint_and_never_deletes_another_components_item(
     workflow: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ddb = runtime.client("dynamodb")
-    assert main(["mark", "--key", "k", "--step", "charge", *workflow]) == 0
-    assert main(["clear", "--key", "k", *workflow]) == 0
+    assert main(["mark", "--key", "k", "--step", "charge", "--yes", *workflow]) == 0
+    assert main(["clear", "--key", "k", "--yes", *workflow]) == 0
     assert Checkpoints("checkpoints", workflow[-1]).show("k") is None
     capsys.readouterr()
-    assert main(["clear", "--key", "k", *workflow]) == 0  # (again: nothing to forget)
+    assert main(["clear", "--key", "k", *workflow]) == 0  # (again: nothing to forget, or ask)
     assert json.loads(capsys.readouterr().out) == {"key": "k", "cleared": False}
     # GIVEN a scheduler's message in the table given (its outputs also name a table and a
     # state machine): never deleted, the reason said, exit 2
@@ -320,7 +341,7 @@ def test_clear_forgets_a_checkpoint_and_never_deletes_another_components_item(
         ddb.put_item(TableName="checkpoints", Item=item)
         for command in (["clear"], ["mark", "--step", "charge"], ["unmark", "--step", "charge"]):
             capsys.readouterr()
-            assert main([*command, "--key", item["pk"]["S"], *workflow]) == 2
+            assert main([*command, "--key", item["pk"]["S"], "--yes", *workflow]) == 2
             assert "no checkpoint of this workflow's table" in capsys.readouterr().err
         assert ddb.get_item(TableName="checkpoints", Key={"pk": item["pk"]})["Item"] == item
     # AND a state machine that is no resumable workflow's (a scheduler's slot clock) is

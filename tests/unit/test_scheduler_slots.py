@@ -666,7 +666,7 @@ def test_scheduler_lanes_gives_pending_messages_of_an_older_deployment_their_lan
     assert scheduler_slots.members(config.table, math.floor(publish), ("STANDBY",)) == []
     # WHEN the operator runs the command (twice: it is safe to run again)
     capsys.readouterr()  # (the registrations' log lines)
-    assert main(["scheduler-lanes", "--table", config.table]) == 0
+    assert main(["scheduler-lanes", "--table", config.table, "--yes"]) == 0
     assert json.loads(capsys.readouterr().out) == {"laned": 3, "ended": 1, "moved_on": 0}
     assert main(["scheduler-lanes", "--table", config.table]) == 0
     assert json.loads(capsys.readouterr().out) == {"laned": 0, "ended": 1, "moved_on": 0}
