@@ -1,6 +1,7 @@
 """Operating the patterns on LocalStack (#36): every component's alarms and dashboard are
 deployed; a dead-lettered event turns its DLQ alarm to ALARM, an overdue message keeps
-the scheduler's Overdue alarm in ALARM; `ops redrive-dlq` sends it
+the scheduler's Overdue alarm in ALARM; `ops redrive-dlq --list` shows it (its function
+and queue checked: a starter's, and its DLQ), then sends it
 back through the starter once, an event whose work succeeded meanwhile is a duplicate,
 and a second redrive produces nothing; the handlers' embedded metrics reach CloudWatch."""
 
@@ -35,6 +36,7 @@ def redrive_dlq(capsys: pytest.CaptureFixture[str], starter: dict[str, Any], *mo
             ENDPOINT,
             "--region",
             "us-east-1",
+            "--yes",  # (a redrive asks first on a terminal only: none here)
             *more,
         ]
     )
@@ -94,9 +96,10 @@ def test_a_dead_letter_alarms_and_one_redrive_applies_it_once(
             client("s3").put_object(Bucket=starter["bucket"], Key=key, Body=b"data")
         eventually(lambda: injected() == 2)
 
-        # THEN both wait in the DLQ with the reason (a dry run lists them, sends nothing)
+        # THEN both wait in the DLQ with the reason (--list receives them to show them,
+        # sends nothing)
         def listed() -> list[dict[str, Any]]:
-            return mine(redrive_dlq(capsys, starter, "--dry-run"), tag)
+            return mine(redrive_dlq(capsys, starter, "--list"), tag)
 
         parked = eventually(lambda: len(listed()) == 2 and listed())
     assert all("InvalidExecutionInput" in m["reasons"][-1] for m in parked)
