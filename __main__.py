@@ -14,6 +14,7 @@ import pulumi_aws as aws
 
 from demo import workflow as demo_workflow
 from demo.durable import DemoDurableFunction
+from demo.layer import demo_layer
 from demo.steps import DemoSteps
 from demo.target import DemoTarget
 from exactly_once.components.api_starter import ApiGatewayStarter, ApiGatewayStarterArgs
@@ -247,7 +248,8 @@ if resumable_durable is not None:
 
 # The scheduler; `demoChannels` (and `demoSerialChannels`) get a recording demo target each
 # (demo/functions/demo_target.py),
-# `demoQueues` an SQS queue each (a channel of another kind).
+# `demoQueues` an SQS queue each (a channel of another kind), and the function named by
+# `demoLayerFunction` the demo layer (demo/layer.py) after its platform layers.
 scheduler_config = config.get_object("scheduler")
 if scheduler_config is not None:
     channels = dict(scheduler_config.pop("channels", {}))
@@ -267,6 +269,11 @@ if scheduler_config is not None:
         queue = aws.sqs.Queue(f"scheduler-{channel}-queue", sqs_managed_sse_enabled=True, opts=opts)
         channels[channel] = queue.arn
         queues[channel] = queue.url
+    if layered := scheduler_config.pop("demoLayerFunction", None):
+        layer = demo_layer("scheduler-demo-layer", opts)
+        functions = scheduler_config.setdefault("platform", {}).setdefault("functions", {})
+        function = functions.setdefault(layered, {})
+        function["layers"] = [*function.get("layers", []), layer.arn]
     scheduler = Scheduler(
         "scheduler", args_from_config(SchedulerArgs, scheduler_config, channels=channels), opts
     )

@@ -55,7 +55,7 @@ STATE_MACHINE_LOGGING = (
 MAX_LAYERS = 5
 LAYER_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[\w-]+:\d+$")
 # Lambda's Environment Variables key pattern.
-VARIABLE = re.compile(r"^[a-zA-Z]\w+$")
+VARIABLE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]+$")
 # Variables with an option of their own: set in the environment they would disagree with it.
 OWN_OPTION = {"LOG_LEVEL": "log_level", "POWERTOOLS_SERVICE_NAME": "platform.service"}
 
@@ -137,13 +137,18 @@ class FunctionOptions:
         self._validate_layers()
 
     def _validate_environment(self) -> None:
-        names = list(self.environment or {})
+        variables = dict(self.environment or {})
+        names = list(variables)
         bad = [name for name in names if not VARIABLE.match(name)]
         if bad:
             raise ValueError(
                 f"environment {bad}: a variable's name is a letter, then letters, digits "
                 "or _ (Lambda)"
             )
+        # (a stack's config gives `PORT: 8080` as a number; an Output is a string to come)
+        bad = [name for name, value in variables.items() if isinstance(value, int | float)]
+        if bad:
+            raise ValueError(f"environment {bad}: a variable's value is a string (quote it)")
         own = [f"{name} (set {OWN_OPTION[name]})" for name in names if name in OWN_OPTION]
         if own:
             raise ValueError(f"environment may not set {', '.join(own)}")

@@ -212,8 +212,9 @@ class SchedulerArgs:
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
     platform: PlatformOptions | None = None
-    """Tags, X-Ray tracing, log retention and format, Step Functions logging, and each
-    function's memory and timeout, on everything this component creates (docs/platform.md)."""
+    """Tags, X-Ray tracing, log retention and format, Step Functions logging, the logs'
+    service name, and each function's settings, on everything this component creates
+    (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
 

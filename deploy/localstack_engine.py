@@ -474,6 +474,8 @@ def create_function(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outpu
     }
     if i.get("architectures"):
         params["Architectures"] = list(i["architectures"])
+    if i.get("layers"):
+        params["Layers"] = list(i["layers"])
     if variables := (i.get("environment") or {}).get("variables"):
         params["Environment"] = {"Variables": {k: str(v) for k, v in variables.items()}}
     if target := (i.get("deadLetterConfig") or {}).get("targetArn"):
@@ -524,6 +526,23 @@ def create_function(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outpu
 
 def delete_function(e: Engine, id_: str, _: Outputs) -> None:
     _ignore_missing(lambda: e.client("lambda").delete_function(FunctionName=id_))
+
+
+def create_layer_version(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
+    published = e.client("lambda").publish_layer_version(
+        LayerName=i["layerName"],
+        Content={"ZipFile": _code_bytes(i["code"])},
+        CompatibleRuntimes=list(i.get("compatibleRuntimes") or []),
+    )
+    arn = published["LayerVersionArn"]
+    return arn, {"arn": arn, "layerArn": published["LayerArn"], "version": published["Version"]}
+
+
+def delete_layer_version(e: Engine, id_: str, outputs: Outputs) -> None:
+    name, version = id_.split(":")[6:8]  # arn:aws:lambda:<region>:<account>:layer:<name>:<n>
+    _ignore_missing(
+        lambda: e.client("lambda").delete_layer_version(LayerName=name, VersionNumber=int(version))
+    )
 
 
 def create_permission(e: Engine, name: str, i: dict[str, Any]) -> tuple[str, Outputs]:
@@ -964,6 +983,7 @@ HANDLERS: dict[str, tuple[Create, Delete]] = {
     "aws:cloudwatch/dashboard:Dashboard": (create_dashboard, delete_dashboard),
     "aws:sqs/queuePolicy:QueuePolicy": (create_queue_policy, _noop_delete),
     "aws:lambda/function:Function": (create_function, delete_function),
+    "aws:lambda/layerVersion:LayerVersion": (create_layer_version, delete_layer_version),
     "aws:lambda/permission:Permission": (create_permission, delete_permission),
     "aws:sfn/stateMachine:StateMachine": (create_state_machine, delete_state_machine),
     "aws:cloudwatch/eventRule:EventRule": (create_event_rule, delete_event_rule),

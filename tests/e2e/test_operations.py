@@ -232,3 +232,30 @@ def test_the_platform_options_reach_the_deployed_resources(stack: dict[str, Any]
     table = client("dynamodb").describe_table(TableName=out["table"])["Table"]
     tags = client("dynamodb").list_tags_of_resource(ResourceArn=table["TableArn"])["Tags"]
     assert {"Key": "team", "Value": "e2e"} in tags
+
+
+def test_one_function_s_platform_settings_reach_it_alone(stack: dict[str, Any]) -> None:
+    """Pulumi.local.yaml gives the scheduler a service name and its sweep function its own
+    settings (platform.functions: processor, reserved concurrency, log level, environment;
+    `demoLayerFunction`: the demo layer): LocalStack's sweep carries them, and the slots
+    function the service name alone."""
+    out = stack["scheduler"]
+    lam = client("lambda")
+    sweep = lam.get_function_configuration(FunctionName=out["sweepFunction"])
+    assert sweep["Architectures"] == ["arm64"]
+    [layer] = sweep["Layers"]
+    assert ":layer:scheduler-demo-layer:" in layer["Arn"]
+    reserved = lam.get_function_concurrency(FunctionName=out["sweepFunction"])
+    assert reserved.get("ReservedConcurrentExecutions") == 5
+    variables = sweep["Environment"]["Variables"]
+    assert (variables["TEAM_SETTING"], variables["LOG_LEVEL"]) == ("e2e", "DEBUG")
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "reminders-e2e"
+    assert variables["TABLE"] == out["table"]  # beside the component's own
+    assert sweep["LoggingConfig"]["ApplicationLogLevel"] == "DEBUG"  # its DEBUG lines kept
+    slots = lam.get_function_configuration(FunctionName=out["slotFunction"])
+    assert slots["Architectures"] == ["x86_64"] and not slots.get("Layers")
+    reserved = lam.get_function_concurrency(FunctionName=out["slotFunction"])
+    assert reserved.get("ReservedConcurrentExecutions") is None
+    variables = slots["Environment"]["Variables"]
+    assert variables["POWERTOOLS_SERVICE_NAME"] == "reminders-e2e"
+    assert {"TEAM_SETTING", "LOG_LEVEL"}.isdisjoint(variables)

@@ -436,6 +436,7 @@ def test_an_environment_variable_the_component_sets_is_refused_by_name(
             r"POWERTOOLS_SERVICE_NAME \(set platform.service\)",
         ),
         (lambda: FunctionOptions(environment={"1X": "y"}), "a variable's name"),
+        (lambda: FunctionOptions(environment={"PORT": 8080}), "quote it"),  # type: ignore[dict-item]
         (lambda: FunctionOptions(architecture="arm"), "architecture must be one of"),  # type: ignore[arg-type]
         (lambda: FunctionOptions(log_level="TRACE"), "log_level must be one of"),  # type: ignore[arg-type]
         (lambda: FunctionOptions(reserved_concurrency=-1), "Lambda takes 0"),
