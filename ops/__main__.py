@@ -401,13 +401,25 @@ def _dead_letters(args: argparse.Namespace) -> DeadLetters:
     return DeadLetters(queue, function, clients(args.endpoint_url, args.region, args.profile))
 
 
-def _scheduler_table(args: argparse.Namespace) -> str:
+def _scheduler_table(args: argparse.Namespace, client: Callable[..., Any]) -> str:
+    """The Scheduler's messages table: one with its status index (a checkpoint table, a
+    receiver's, has none), else refused."""
+    from exactly_once.handlers.scheduler_index import STATUS_INDEX
+
     table = args.table
     if not table and args.outputs:
         table = _outputs(args.outputs, args.component, {"table"}, args.command)["table"]
     if not table:
         raise CommandError("give --table, or --outputs (a stack's outputs) and --component")
-    return _checked("--table", table, TABLE, "a DynamoDB table name")
+    _checked("--table", table, TABLE, "a DynamoDB table name")
+    described = client("dynamodb").describe_table(TableName=table)["Table"]
+    indexes = [index["IndexName"] for index in described.get("GlobalSecondaryIndexes", [])]
+    if STATUS_INDEX not in indexes:
+        raise CommandError(
+            f"table {table!r} is not a Scheduler's messages table (it has no {STATUS_INDEX} "
+            f"index; its indexes: {', '.join(indexes) or 'none'})"
+        )
+    return str(table)
 
 
 def _workflow(args: argparse.Namespace) -> Checkpoints:
@@ -530,6 +542,10 @@ def _rerunning(args: argparse.Namespace, workflow: Checkpoints) -> Change:
 def _redriving(args: argparse.Namespace, workflow: Checkpoints) -> Change:
     _steps(workflow)  # (the execution's machine a resumable workflow's, the table its own)
     key = workflow.still_owns(args.execution)
+    described = workflow.sfn.describe_execution(executionArn=args.execution)
+    if described.get("redriveStatus", "REDRIVABLE") != "REDRIVABLE":
+        reason = described.get("redriveStatusReason") or described.get("status", "")
+        raise CommandError(f"{args.execution} cannot be redriven: {reason}; rerun the key")
     what = f"redrive {args.execution} (key {key!r}) from the state that failed"
     return Change(
         what, {"execution": args.execution, "key": key}, lambda: workflow.redrive(args.execution)
@@ -556,8 +572,8 @@ def _sending(dead_letters: DeadLetters, counts: dict[str, int]) -> Change:
 def _laning(args: argparse.Namespace) -> Change:
     from exactly_once.ops.scheduler_lanes import add_lanes, count_lanes
 
-    table = _scheduler_table(args)
     client = clients(args.endpoint_url, args.region, args.profile)
+    table = _scheduler_table(args, client)
     counts = count_lanes(client, table)
     if not counts["to_lane"]:
         return Change("", {"laned": 0, "ended": counts["ended"], "moved_on": 0})
@@ -568,14 +584,16 @@ def _laning(args: argparse.Namespace) -> Change:
 def _settling(args: argparse.Namespace) -> Change:
     from exactly_once.ops.scheduler_lanes import settle, settleable
 
-    table = _scheduler_table(args)
-    client = clients(args.endpoint_url, args.region, args.profile)
-    message_id = args.id.removeprefix(KEY_PREFIX)
-    found = settleable(client, table, message_id)
     status = Status(args.status)
     if args.fired_at and status != Status.DONE:
         raise CommandError("--fired-at is for DONE: a FAILED or UNKNOWN message never fired")
-    told = f", error {args.error!r}" if args.error and status != Status.DONE else ""
+    if args.error and status == Status.DONE:
+        raise CommandError("--error is for FAILED or UNKNOWN: a DONE message has none")
+    client = clients(args.endpoint_url, args.region, args.profile)
+    table = _scheduler_table(args, client)
+    message_id = args.id.removeprefix(KEY_PREFIX)
+    found = settleable(client, table, message_id)
+    told = f", error {args.error!r}" if args.error else ""
     what = (
         f"set message {message_id!r} of table {table} FIRING -> {status}{told}: it leaves "
         "the status index, nothing is sent"
@@ -639,8 +657,12 @@ def run(args: argparse.Namespace, prog: str = PROG) -> Any:
         change = _sending(dead_letters, counts)
     else:
         change = _change(args)
-    if change.apply is None:
-        return change.preview
+    if change.apply is None:  # (nothing to change: nothing asked)
+        return (
+            {"dryRun": True, "wouldChange": None, **change.preview}
+            if args.dry_run
+            else (change.preview)
+        )
     if args.dry_run:
         return {"dryRun": True, "wouldChange": change.what, **change.preview}
     _confirm(args, prog, change.what)

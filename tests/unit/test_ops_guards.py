@@ -266,8 +266,7 @@ def test_another_components_table_or_item_is_refused_and_nothing_changes(
     )
     # AND set-status given the workflow's table, or a message the runbook does not set
     for message_id, in_table, why in (
-        ("nothing", table, "no message 'nothing' in table checkpoints"),
-        ("abc", table, "MESSAGE#abc in table checkpoints is no scheduler message"),
+        ("abc", table, "table 'checkpoints' is not a Scheduler's messages table (it has no"),
         ("standby", "messages", "is STANDBY: only a FIRING message marked unrecorded"),
         ("firing", "messages", "FIRING and not marked unrecorded"),
         ("gone", "messages", "no message 'gone' in table messages"),
@@ -460,3 +459,30 @@ def test_redrive_dlq_list_shows_the_reasons_by_receiving_them_and_puts_them_back
     # (received to be shown: its receive count rose, and it is visible again)
     assert receive_counts(url) == ["2"]
     assert main(["redrive-dlq", "--queue", url, "--function", STARTER, "--list", "--dry-run"]) == 2
+
+
+def test_set_status_takes_what_fits_the_status_and_the_store_ends_a_message_only(
+    aws: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from exactly_once.handlers import scheduler_store
+
+    argv = ["scheduler-set-status", "--table", "messages", "--id", "unrecorded", "--yes"]
+    refused(
+        capsys, [*argv, "--status", "FAILED", "--fired-at", "2026-01-02T03:04:05Z"], "is for DONE"
+    )
+    refused(capsys, [*argv, "--status", "DONE", "--error", "x"], "--error is for FAILED or UNKNOWN")
+    with pytest.raises(SystemExit):  # (no offset: no instant)
+        main([*argv, "--status", "DONE", "--fired-at", "2026-01-02T03:04:05"])
+    with pytest.raises(ValueError, match="set by hand to DONE, FAILED, UNKNOWN only"):
+        scheduler_store.settle(runtime.client("dynamodb"), "messages", "unrecorded", Status.STANDBY)
+    item = runtime.client("dynamodb").get_item(TableName="messages", Key=message_key("unrecorded"))
+    assert item["Item"]["status"]["S"] == "FIRING"
+    # AND a dry run with nothing to change says so (a clear of a key with no checkpoint)
+    capsys.readouterr()
+    assert main(["clear", "--key", "none", "--dry-run", *aws["workflow"]]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "dryRun": True,
+        "wouldChange": None,
+        "key": "none",
+        "cleared": False,
+    }
