@@ -182,6 +182,11 @@ def test_a_created_output_bucket_drops_incomplete_multipart_uploads() -> None:
         ({"transform_source": "<a copy of the package>"}, "'exactly_once' folder"),
         ({"transform_environment": {"OUTPUT_BUCKET": "x"}}, "may not set"),
         ({"transform_environment": {"AWS_REGION": "x"}}, "may not set"),
+        # a variable with an option of its own names the option
+        (
+            {"transform_environment": {"POWERTOOLS_SERVICE_NAME": "x"}},
+            r"POWERTOOLS_SERVICE_NAME: set platform.service",
+        ),
         ({"part_size_mb": 4}, "at least 5"),
         ({"input_prefix": "a*/", "input_suffix": ".csv"}, "may not contain"),
     ],
