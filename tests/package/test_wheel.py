@@ -297,13 +297,15 @@ def test_every_aws_api_the_handlers_call_is_in_the_oldest_botocore_or_declared_n
 ) -> None:
     # GIVEN every API (operation and parameter) the handlers called in the fault explorer's
     # runs of every pattern, its faults included (retries, re-runs, sweeps, redrives,
-    # restarts: a failed call and a dead invocation at every call)
+    # restarts: a failed call at every call; at 0.5.0.dev0 that reached the 87 APIs that
+    # failed calls, error answers and dead invocations at every call reach together, in a
+    # third of their time)
     from exactly_once.handlers.sdk import NEWER
     from tests.explore import explorer
 
     called: set[str] = set()
     for scenario in explorer.all_scenarios():
-        called |= explorer.explore(scenario, 0, only=("error", "fail", "crash")).apis
+        called |= explorer.explore(scenario, 0, only=("fail",)).apis
     assert {"dynamodb.UpdateItem.ConditionExpression", "stepfunctions.StartExecution"} <= called
     listed = tmp_path / "apis.json"
     listed.write_text(json.dumps(sorted(called)))

@@ -288,26 +288,23 @@ class SchedulerScenario(Scenario):
 
         def create() -> list[str]:
             ddb.create_table(TableName=f"{TABLE}-{tag}", **scheduler_index.table_schema())
-            ddb.put_item(
-                TableName=f"{TABLE}-{tag}",
-                Item={"pk": {"S": "INVOKER#demo"}, "target_arn": {"S": TARGET_FN}},
-            )
-            ddb.put_item(  # a FIFO queue (FifoQueue)
-                TableName=f"{TABLE}-{tag}",
-                Item={"pk": {"S": "INVOKER#fifo"}, "target_arn": {"S": FIFO_ARN}},
-            )
-            for channel, arn in (("flow", FLOW_ARN), ("express", EXPRESS_ARN), ("bus", BUS_ARN)):
-                ddb.put_item(  # a STANDARD and an EXPRESS state machine (Workflows)
-                    TableName=f"{TABLE}-{tag}",
-                    Item={"pk": {"S": f"INVOKER#{channel}"}, "target_arn": {"S": arn}},
-                )
-            ddb.put_item(  # the same target, said to drop a redelivery (SchedulerArgs.redeliver)
-                TableName=f"{TABLE}-{tag}",
-                Item={
-                    "pk": {"S": "INVOKER#again"},
-                    "target_arn": {"S": TARGET_FN},
-                    "redeliver": {"BOOL": True},
-                },
+            channels = {
+                "demo": {"target_arn": {"S": TARGET_FN}},
+                "fifo": {"target_arn": {"S": FIFO_ARN}},  # a FIFO queue (FifoQueue)
+                # a STANDARD and an EXPRESS state machine (Workflows), an EventBridge bus
+                "flow": {"target_arn": {"S": FLOW_ARN}},
+                "express": {"target_arn": {"S": EXPRESS_ARN}},
+                "bus": {"target_arn": {"S": BUS_ARN}},
+                # the same target, said to drop a redelivery (SchedulerArgs.redeliver)
+                "again": {"target_arn": {"S": TARGET_FN}, "redeliver": {"BOOL": True}},
+            }
+            ddb.batch_write_item(  # (one call: every schedule makes them)
+                RequestItems={
+                    f"{TABLE}-{tag}": [
+                        {"PutRequest": {"Item": {"pk": {"S": f"INVOKER#{channel}"}, **item}}}
+                        for channel, item in channels.items()
+                    ]
+                }
             )
             return [
                 sfn.create_state_machine(
