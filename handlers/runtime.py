@@ -23,7 +23,11 @@ class LogLevel(enum.StrEnum):
 
 LogLevelName = Literal["DEBUG", "INFO", "WARNING", "ERROR"]  # its values (components/config.py)
 
-_LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "ERROR": 40}
+# LOG_LEVEL as Python's logging (and so Powertools) reads it, and as Lambda's advanced
+# logging controls spell levels (WARN, FATAL): CRITICAL or FATAL silences our lines, where
+# an unknown name would be taken for INFO
+_LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40}
+_LEVELS |= {"CRITICAL": 50, "FATAL": 50}
 
 
 @functools.cache

@@ -167,6 +167,15 @@ def test_a_batch_registers_each_message_once_through_a_duplicate_and_a_retry(
     entries.append({**entries[0], "id": "bad", "idempotencyKey": f"{tag}-bad", "channel": "x"})
     url = scheduler["url"] + "/batch"
     headers = {"x-api-key": scheduler["apiKey"]}
+    # (a field the batch does not know, beside its entries or in one, is refused by name)
+    status, refused = http("POST", url, {"entries": entries, "dryRun": True}, headers)
+    assert status == 400 and "unknown fields dryRun" in refused["message"], refused
+    odd = {**entries[1], "id": "odd", "idempotencyKey": f"{tag}-odd", "delaySeconds": 5}
+    status, answer = http("POST", url, {"entries": [odd]}, headers)
+    assert status == 200 and answer["successful"] == [], answer
+    [failed] = answer["failed"]
+    assert (failed["id"], failed["code"], failed["senderFault"]) == ("odd", "InvalidMessage", True)
+    assert "unknown fields delaySeconds" in failed["message"], failed
     status, first = http("POST", url, {"entries": entries}, headers)
     answered = time.time()
     assert status == 200, first
@@ -270,6 +279,13 @@ def test_a_cancelled_message_never_fires(scheduler: dict[str, Any]) -> None:
         ),
         (b"{not json", "not JSON"),
         ([1, 2], "JSON object"),
+        # a field the API does not know is refused by name, never dropped (the batch's key
+        # in a single POST would register a new message each time)
+        (
+            {"publishTime": "SOON", "channel": "demo", "idempotencyKey": "k"},
+            "unknown fields idempotencyKey (a single POST takes its key in the Idempotency-Key",
+        ),
+        ({"publishTime": "SOON", "channel": "demo", "payload": {}}, "unknown fields payload"),
     ],
 )
 def test_bad_registrations_are_400_with_a_reason(

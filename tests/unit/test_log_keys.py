@@ -99,3 +99,24 @@ def test_an_error_line_has_the_exception_keys_of_powertools_logger_exception(
         theirs["exception_name"],
         theirs["exception"],
     )
+
+
+@pytest.mark.parametrize(
+    ("setting", "shown"),
+    [
+        ("DEBUG", ["DEBUG", "INFO", "WARNING", "ERROR"]),
+        ("warn", ["WARNING", "ERROR"]),  # Lambda's spelling of WARNING, any case
+        ("ERROR", ["ERROR"]),
+        ("CRITICAL", []),  # Python's (and Powertools') level above ERROR: ours are silent
+        ("FATAL", []),  # Lambda's
+    ],
+)
+def test_log_level_names_the_lowest_level_written(
+    monkeypatch: pytest.MonkeyPatch, setting: str, shown: list[str]
+) -> None:
+    monkeypatch.setenv("LOG_LEVEL", setting)
+    stream = io.StringIO()
+    with redirect_stdout(stream):
+        for level in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            runtime.log(level, "a line")
+    assert [json.loads(line)["level"] for line in stream.getvalue().splitlines()] == shown
