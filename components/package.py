@@ -50,15 +50,24 @@ SECRET_OUTPUTS: dict[str, tuple[str, ...]] = {
 
 def schema_version(version: str = VERSION) -> str:
     """The version as the schema states it: semver, as Pulumi's package metaschema requires
-    of `version` (its pattern refuses PEP 440's `0.5.0.dev0`; here `0.5.0-dev.0`, and
-    `1.0.0rc1` is `1.0.0-rc.1`). A release's version reads the same in both."""
+    of `version` (its pattern refuses PEP 440's `0.5.0.dev0`), in PEP 440's order: `.devN`
+    is `-0.dev.N` (a numeric identifier ranks below `alpha`, so a dev version comes before
+    the pre-releases and the release it leads to, as in PEP 440), `1.0.0rc1` is
+    `1.0.0-rc.1`. A release reads the same in both. A dev version of a pre-release
+    (`1.0.0rc1.dev2`) has no semver of the same order (any identifier added after `rc.1`
+    ranks it above `1.0.0-rc.1`): refused."""
     found = PEP440.fullmatch(version)
     if not found:
         raise ValueError(f"version {version!r} is not one pyproject.toml writes (X.Y.Z[aN][.devN])")
     release, kind, number, dev = found.groups()
-    pre = [SEMVER_PRE[kind], number] if kind else []
-    pre += ["dev", dev] if dev is not None else []
-    return release + ("-" + ".".join(pre) if pre else "")
+    if kind and dev is not None:
+        raise ValueError(
+            f"version {version!r}: a dev version of a pre-release has no semver of the same "
+            f"order; use {release}.dev{dev} or {release}{kind}{number}"
+        )
+    if kind:
+        return f"{release}-{SEMVER_PRE[kind]}.{number}"
+    return f"{release}-0.dev.{dev}" if dev is not None else release
 
 
 def component_provider() -> ComponentProvider:

@@ -173,13 +173,27 @@ def test_versions_order_as_pep_440_orders_them() -> None:
         Version.parse("0.5.0-dev")
 
 
-def test_the_schema_version_is_semver_and_a_release_reads_the_same() -> None:
+def semver_order(version: str) -> tuple[Any, ...]:
+    """Semantic Versioning 2.0.0's precedence (item 11): a pre-release below its release;
+    its identifiers compared in turn, numeric ones by value and below alphanumeric ones,
+    a shorter list below a longer one it begins."""
+    release, _, pre = version.partition("-")
+    ids = [(0, int(i), "") if i.isdigit() else (1, 0, i) for i in pre.split(".")] if pre else []
+    return (tuple(int(n) for n in release.split(".")), 0 if pre else 1, ids)
+
+
+def test_the_schema_version_is_semver_in_pep_440s_order_and_a_release_reads_the_same() -> None:
     from exactly_once.components.package import schema_version
 
     assert schema_version("0.4.0") == "0.4.0"
-    assert schema_version("0.5.0.dev0") == "0.5.0-dev.0"
+    assert schema_version("0.5.0.dev0") == "0.5.0-0.dev.0"
     assert schema_version("1.0.0rc1") == "1.0.0-rc.1"
-    assert all(SEMVER.match(schema_version(v)) for v in VERSIONS)
+    ours = [v for v in VERSIONS if not re.search(r"(a|b|rc)\d+\.dev", v)]
+    assert all(SEMVER.match(schema_version(v)) for v in ours)
+    # a dev version before the pre-releases and the release it leads to, as PEP 440 has it
+    assert sorted(ours[::-1], key=lambda v: semver_order(schema_version(v))) == ours
+    with pytest.raises(ValueError, match="no semver of the same order"):
+        schema_version("0.4.0a1.dev0")  # (semver ranks any alpha.1.<more> above alpha.1)
 
 
 # --- from a clone, as published -----------------------------------------------------------

@@ -287,7 +287,7 @@ def test_the_version_has_one_home() -> None:
     from exactly_once.components.package import VERSION, schema, schema_version
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
-    # the schema states it as semver (0.5.0.dev0 is 0.5.0-dev.0); CHANGELOG.md's rule for
+    # the schema states it as semver (0.5.0.dev0 is 0.5.0-0.dev.0); CHANGELOG.md's rule for
     # it: tests/package/test_release.py
     assert declared == VERSION and schema()["version"] == schema_version(declared)
 
