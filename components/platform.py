@@ -14,6 +14,7 @@ import enum
 import functools
 import importlib
 import inspect
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -50,12 +51,29 @@ STATE_MACHINE_LOGGING = (
 )
 
 
-# Lambda quotas: layers a function may reference; CreateFunction's Layers pattern (a layer
-# version's ARN ends in its version number).
+# Lambda quotas: layers a function may reference; CreateFunction's Layers pattern, a layer
+# version's ARN (LayerVersionArn: arn:[a-zA-Z0-9-]+:lambda:[a-zA-Z0-9-]+:\d{12}:layer:
+# [a-zA-Z0-9-_]+:[0-9]+, at most 140 characters), its version number last. ASCII classes
+# alone: Python's \w and \d also take other scripts' letters and digits, which Lambda refuses.
 MAX_LAYERS = 5
-LAYER_ARN = re.compile(r"^arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[\w-]+:\d+$")
-# Lambda's Environment Variables key pattern.
-VARIABLE = re.compile(r"^[a-zA-Z][a-zA-Z0-9_]+$")
+MAX_LAYER_ARN = 140
+LAYER_ARN = re.compile(r"arn:aws[a-zA-Z-]*:lambda:[a-z0-9-]+:[0-9]{12}:layer:[a-zA-Z0-9_-]+:[0-9]+")
+# Lambda's Environment Variables key pattern, [a-zA-Z]([a-zA-Z0-9_])+: two characters or more.
+VARIABLE = re.compile(r"[a-zA-Z][a-zA-Z0-9_]+")
+# Lambda developer guide, "Working with Lambda environment variables": "The total size of all
+# environment variables doesn't exceed 4 KB". Lambda measures them as one compact JSON object,
+# names and values (its refusal quotes the "String measured": {"NAME":"value",...}).
+MAX_ENVIRONMENT_BYTES = 4096
+# LoggingConfig's ApplicationLogLevel for a handler's LOG_LEVEL: Lambda's names (TRACE,
+# DEBUG, INFO, WARN, ERROR, FATAL; Lambda API reference, "LoggingConfig"). Never TRACE: the
+# Python runtime sets the root logger to DEBUG for it (awslambdaric), where botocore logs
+# request bodies; a handler's level has no TRACE and no FATAL.
+APPLICATION_LOG_LEVEL: dict[LogLevel, str] = {
+    LogLevel.DEBUG: "DEBUG",
+    LogLevel.INFO: "INFO",
+    LogLevel.WARNING: "WARN",
+    LogLevel.ERROR: "ERROR",
+}
 # Variables with an option of their own: set in the environment they would disagree with it.
 OWN_OPTION = {"LOG_LEVEL": "log_level", "POWERTOOLS_SERVICE_NAME": "platform.service"}
 
@@ -109,10 +127,12 @@ class FunctionOptions:
     """Concurrent executions reserved for it, and its most at once (0 stops it: every
     invocation is throttled)."""
     log_level: LogLevel | LogLevelName | None = None
-    """Its handler's LOG_LEVEL (which Powertools' Logger in your own code reads too)."""
+    """Its handler's LOG_LEVEL; with JSON logs, also Lambda's application log level (WARNING
+    as WARN), which Powertools' Logger in your own code then takes over any other
+    (docs/platform.md, "Log levels")."""
     environment: Mapping[str, pulumi.Input[str]] | None = None
     """Variables of your own (an extension's, a layer's wrapper); a name the component
-    sets on it is refused."""
+    sets on it is refused, and all of them with the component's take at most 4 KB."""
     layers: Sequence[pulumi.Input[str]] | None = None
     """Layer version ARNs (up to 5), in the order Lambda extracts them."""
 
@@ -139,11 +159,12 @@ class FunctionOptions:
     def _validate_environment(self) -> None:
         variables = dict(self.environment or {})
         names = list(variables)
-        bad = [name for name in names if not VARIABLE.match(name)]
+        # (fullmatch: a pattern's $ would take a name ending in a newline)
+        bad = [name for name in names if not VARIABLE.fullmatch(name)]
         if bad:
             raise ValueError(
-                f"environment {bad}: a variable's name is a letter, then letters, digits "
-                "or _ (Lambda)"
+                f"environment {bad}: a variable's name is two characters or more, a letter "
+                "then letters, digits or _ (Lambda's [a-zA-Z]([a-zA-Z0-9_])+)"
             )
         # (a stack's config gives `PORT: 8080` as a number; an Output is a string to come)
         bad = [name for name, value in variables.items() if isinstance(value, int | float)]
@@ -158,7 +179,11 @@ class FunctionOptions:
         if len(layers) > MAX_LAYERS:
             raise ValueError(f"{len(layers)} layers: a function takes at most {MAX_LAYERS}")
         # (an ARN known only at deploy, a LayerVersion's output, is Lambda's to check)
-        bad = [arn for arn in layers if isinstance(arn, str) and not LAYER_ARN.match(arn)]
+        bad = [
+            arn
+            for arn in layers
+            if isinstance(arn, str) and not (len(arn) <= MAX_LAYER_ARN and LAYER_ARN.fullmatch(arn))
+        ]
         if bad:
             raise ValueError(
                 f"layers {bad}: give each layer version's ARN "
@@ -295,7 +320,10 @@ class Platform:
         if chosen.log_level is not None:
             variables["LOG_LEVEL"] = str(chosen.log_level)
         variables["POWERTOOLS_SERVICE_NAME"] = self.options.service or self.component
+        theirs = dict(variables)
         variables |= chosen.environment or {}
+        check_environment_size(name, short, theirs, dict(chosen.environment or {}))
+        level = variables.get("LOG_LEVEL")
         return FunctionSettings(
             memory_size=chosen.memory_size or memory_size,
             timeout=chosen.timeout or timeout,
@@ -312,7 +340,8 @@ class Platform:
             tracing_config=aws.lambda_.FunctionTracingConfigArgs(
                 mode="Active" if self.options.tracing else "PassThrough"
             ),
-            logging=self._logging(variables.get("LOG_LEVEL")),
+            # (a LOG_LEVEL is a LogLevel's value, from log_level or the component's arg)
+            logging=self._logging(LogLevel(str(level)) if level is not None else LogLevel.INFO),
         )
 
     def _agree(self, short: str, chosen: FunctionOptions, args: object) -> None:
@@ -332,19 +361,20 @@ class Platform:
                     f"platform.functions[{short!r}].{field.name}={theirs} disagree: set one"
                 )
 
-    def _logging(self, log_level: object) -> dict[str, Any]:
+    def _logging(self, log_level: LogLevel) -> dict[str, Any]:
         """The function's logging config (but its log group): `log_level`, its handler's."""
         options = self.options
         logging: dict[str, Any] = {"log_format": str(options.log_format)}
         if options.log_format == LogFormat.JSON:
-            # The handlers filter by their own LOG_LEVEL; Lambda's filter keeps what they
-            # write: INFO, or DEBUG for a handler at DEBUG (their WARNING, Python's name,
-            # reads as INFO to it: Lambda developer guide, "Log-level filtering", an
-            # invalid level is INFO). Never lower: the runtime sets the root logger to
-            # this level, and botocore's DEBUG records carry request bodies.
-            debug = str(log_level).upper() == "DEBUG"
+            # One level for all who filter: Lambda drops application lines below
+            # ApplicationLogLevel, and sets AWS_LAMBDA_LOG_LEVEL to it, which Powertools'
+            # Logger in the user's code takes over its constructor's level and
+            # POWERTOOLS_LOG_LEVEL (Powertools' Logger docs, "Priority of log level
+            # settings"); our handlers filter by LOG_LEVEL, the same level. Lambda's system
+            # lines keep the platform's own level: a function at ERROR still has its REPORT
+            # lines (INFO), its duration and memory.
             logging |= {
-                "application_log_level": "DEBUG" if debug else "INFO",
+                "application_log_level": APPLICATION_LOG_LEVEL[log_level],
                 "system_log_level": str(options.system_log_level),
             }
         return logging
@@ -404,6 +434,41 @@ class Platform:
 
     def _short(self, name: str) -> str:
         return name.removeprefix(f"{self.component}-")
+
+
+def check_environment_size(
+    name: str,
+    short: str,
+    theirs: Mapping[str, pulumi.Input[str]],
+    yours: Mapping[str, pulumi.Input[str]],
+) -> None:
+    """Function `name`'s variables (the component's, `theirs`, and the platform option's,
+    `yours`) fit Lambda's 4 KB, measured as Lambda does, or a preview refuses them with their
+    sizes. A value known only at deploy (an Output) counts as empty: a lower bound, so a
+    function this passes may still be refused by Lambda at deploy."""
+    sizes = {key: _entry_size(key, value) for key, value in {**theirs, **yours}.items()}
+    # {"A":"1","B":"2"}: the braces, and a comma between two entries
+    total = 2 + sum(sizes.values()) + max(len(sizes) - 1, 0)
+    if total <= MAX_ENVIRONMENT_BYTES:
+        return
+    pending = sum(1 for value in {**theirs, **yours}.values() if not isinstance(value, str))
+    largest = sorted(sizes, key=lambda key: -sizes[key])[:3]
+    raise ValueError(
+        f"function {name!r}: its environment variables measure {total:,} bytes, over "
+        f"Lambda's {MAX_ENVIRONMENT_BYTES:,} (4 KB, names and values as one JSON object): "
+        f"the component's {sum(sizes[k] for k in theirs if k not in yours):,}, "
+        f"platform.functions[{short!r}].environment's {sum(sizes[k] for k in yours):,}; "
+        f"largest {', '.join(f'{k} ({sizes[k]:,})' for k in largest)}"
+        + (f"; {pending} value(s) known only at deploy counted as empty" if pending else "")
+    )
+
+
+def _entry_size(key: str, value: pulumi.Input[str]) -> int:
+    """The bytes of `"key":"value"` in Lambda's measure (UTF-8), an unknown value empty."""
+    known = value if isinstance(value, str) else ""
+    return len(
+        f"{json.dumps(key, ensure_ascii=False)}:{json.dumps(known, ensure_ascii=False)}".encode()
+    )
 
 
 @functools.cache

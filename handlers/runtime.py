@@ -28,6 +28,12 @@ LogLevelName = Literal["DEBUG", "INFO", "WARNING", "ERROR"]  # its values (compo
 # an unknown name would be taken for INFO
 _LEVELS: dict[str, int] = {"DEBUG": 10, "INFO": 20, "WARNING": 30, "WARN": 30, "ERROR": 40}
 _LEVELS |= {"CRITICAL": 50, "FATAL": 50}
+# A line's level as Lambda names it, where Lambda filters lines by level (JSON logs: it sets
+# AWS_LAMBDA_LOG_LEVEL to the function's ApplicationLogLevel). Its log-level filtering lists
+# TRACE, DEBUG, INFO, WARN, ERROR and FATAL, and reads a line whose "level" is any other as
+# INFO (Lambda developer guide, "Log-level filtering"): Python's WARNING would be dropped by
+# a filter at WARN. Elsewhere lines keep Python's names, as Powertools' Logger writes them.
+_LAMBDA_NAMES = {"WARNING": "WARN", "CRITICAL": "FATAL"}
 
 
 @functools.cache
@@ -102,6 +108,8 @@ def log(level: str, message: str, **fields: Any) -> None:
     caller = sys._getframe(1)
     now = time.time()
     trace = os.environ.get("_X_AMZN_TRACE_ID", "")
+    if os.environ.get("AWS_LAMBDA_LOG_LEVEL"):
+        level = _LAMBDA_NAMES.get(level, level)
     record = {
         "level": level,
         "location": f"{caller.f_code.co_name}:{caller.f_lineno}",

@@ -64,7 +64,9 @@ NEEDS: dict[str, list[str]] = {
         "lambda:DeleteFunctionConcurrency",
         # a function with layers (platform.functions[...].layers): Lambda checks that the
         # caller may get each (Lambda developer guide, "Granting users access to a Lambda
-        # layer"); the function's own role needs nothing for them
+        # layer"); a layer of another account, its owner's grant of this same action (Lambda
+        # API reference, AddLayerVersionPermission: its Action's only allowed value is
+        # lambda:GetLayerVersion); the function's own role needs nothing for them
         "lambda:GetLayerVersion",
         # an update of a published (durable) function waits on its configuration
         "lambda:GetFunctionConfiguration",

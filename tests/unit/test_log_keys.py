@@ -4,6 +4,7 @@ without learning: compared with a line its Logger writes for the same invocation
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -120,3 +121,80 @@ def test_log_level_names_the_lowest_level_written(
         for level in ("DEBUG", "INFO", "WARNING", "ERROR"):
             runtime.log(level, "a line")
     assert [json.loads(line)["level"] for line in stream.getvalue().splitlines()] == shown
+
+
+def test_where_lambda_filters_a_warning_is_written_in_lambda_s_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Lambda's log-level filtering reads a "level" it does not list (TRACE, DEBUG, INFO,
+    WARN, ERROR, FATAL) as INFO: under a filter at WARN, Python's WARNING would be dropped."""
+    monkeypatch.setenv("LOG_LEVEL", "WARNING")
+    stream = io.StringIO()
+    with redirect_stdout(stream):
+        runtime.log("WARNING", "a line")
+        monkeypatch.setenv("AWS_LAMBDA_LOG_LEVEL", "WARN")  # JSON logs: Lambda filters
+        for level in ("INFO", "WARNING", "ERROR"):
+            runtime.log(level, "a line")
+    levels = [json.loads(line)["level"] for line in stream.getvalue().splitlines()]
+    assert levels == ["WARNING", "WARN", "ERROR"]
+
+
+@pytest.mark.parametrize("level", list(runtime.LogLevel))
+def test_under_json_our_handlers_powertools_and_lambda_keep_the_same_lines(
+    monkeypatch: pytest.MonkeyPatch, level: runtime.LogLevel
+) -> None:
+    """A function at `level` with JSON logs: the platform sets LOG_LEVEL (our handlers') and
+    ApplicationLogLevel (Lambda's filter, and AWS_LAMBDA_LOG_LEVEL, which Powertools' Logger
+    takes first: its constructor's level and POWERTOOLS_LOG_LEVEL lose to it)."""
+    from aws_lambda_powertools import Logger
+
+    from exactly_once.components.platform import APPLICATION_LOG_LEVEL
+
+    lambdas = APPLICATION_LOG_LEVEL[level]
+    monkeypatch.setenv("LOG_LEVEL", str(level))
+    monkeypatch.setenv("AWS_LAMBDA_LOG_LEVEL", lambdas)
+    monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", "DEBUG")  # a user's, lower: Lambda's wins
+    names = {"DEBUG": 10, "INFO": 20, "WARN": 30, "ERROR": 40}
+    stream, ours = io.StringIO(), io.StringIO()
+    # (Powertools warns that its own level, lower, will be dropped by Lambda's)
+    warned = pytest.warns(UserWarning) if lambdas != "DEBUG" else contextlib.nullcontext()
+    with warned:
+        logger = Logger(service=f"agree-{level}", logger_handler=logging.StreamHandler(stream))
+    with redirect_stdout(ours):
+        for name in ("DEBUG", "INFO", "WARNING", "ERROR"):
+            getattr(logger, name.lower())("a line")
+            runtime.log(name, "a line")
+    theirs = [json.loads(line)["level"] for line in stream.getvalue().splitlines()]
+    mine = [json.loads(line)["level"] for line in ours.getvalue().splitlines()]
+    # the same lines, each one Lambda's filter keeps (ours in Lambda's names)
+    assert [name.replace("WARNING", "WARN") for name in theirs] == mine
+    assert all(names[name] >= names[lambdas] for name in mine), mine
+
+
+@pytest.mark.parametrize(
+    ("explicit", "powertools", "legacy", "effective"),
+    [
+        (None, None, "ERROR", logging.ERROR),  # LOG_LEVEL, when nothing else is set
+        (None, "DEBUG", "ERROR", logging.DEBUG),  # POWERTOOLS_LOG_LEVEL before LOG_LEVEL
+        ("WARNING", "DEBUG", "ERROR", logging.WARNING),  # the constructor's before both
+    ],
+)
+def test_under_text_powertools_takes_its_constructor_then_its_variable_then_log_level(
+    monkeypatch: pytest.MonkeyPatch,
+    explicit: str | None,
+    powertools: str | None,
+    legacy: str,
+    effective: int,
+) -> None:
+    """Text logs: no AWS_LAMBDA_LOG_LEVEL; the order docs/platform.md gives, as the
+    installed Powertools has it."""
+    from aws_lambda_powertools import Logger
+
+    monkeypatch.delenv("AWS_LAMBDA_LOG_LEVEL", raising=False)
+    monkeypatch.setenv("LOG_LEVEL", legacy)
+    if powertools:
+        monkeypatch.setenv("POWERTOOLS_LOG_LEVEL", powertools)
+    else:
+        monkeypatch.delenv("POWERTOOLS_LOG_LEVEL", raising=False)
+    logger = Logger(service=f"text-{explicit}-{powertools}", level=explicit)
+    assert logger.log_level == effective

@@ -126,8 +126,8 @@ def test_functions_log_json_and_lambda_keeps_every_application_line(
         logging = function.inputs["loggingConfig"]
         assert logging["logFormat"] == "JSON", function.name
         assert logging["systemLogLevel"] == "WARN"
-        # what the handlers write at their INFO (their WARNING reads as INFO to Lambda);
-        # never below DEBUG, where botocore would log request bodies
+        # each handler's own level, INFO unless set: one level for Lambda's filter, our
+        # handlers and Powertools in the user's code (AWS_LAMBDA_LOG_LEVEL)
         assert logging["applicationLogLevel"] == "INFO"
 
 
@@ -145,6 +145,65 @@ def test_a_handler_at_debug_keeps_its_debug_lines_under_json() -> None:
     )
     [function] = mocks.of_type("aws:lambda/function:Function")
     assert function.inputs["loggingConfig"]["applicationLogLevel"] == "DEBUG"
+
+
+@pytest.mark.parametrize(
+    ("level", "lambdas"),
+    [("DEBUG", "DEBUG"), ("INFO", "INFO"), ("WARNING", "WARN"), ("ERROR", "ERROR")],
+)
+def test_under_json_lambda_filters_at_the_function_s_own_level(level: str, lambdas: str) -> None:
+    """Lambda sets AWS_LAMBDA_LOG_LEVEL to ApplicationLogLevel, and Powertools' Logger in
+    the user's code takes it first: at INFO for every level but DEBUG, a function at
+    WARNING had the user's Logger writing INFO lines."""
+    # GIVEN JSON logs, Lambda's own lines at WARN, and the sweep at `level`
+    platform = PlatformOptions(
+        log_format="JSON",
+        system_log_level="WARN",
+        functions={"sweep": FunctionOptions(log_level=level)},  # type: ignore[arg-type]
+    )
+    # WHEN the scheduler is built
+    mocks = run(lambda: component("scheduler", platform=platform))
+    # THEN Lambda filters the sweep's lines at its level, in Lambda's name for it
+    sweep = mocks.named("c-sweep").inputs
+    assert sweep["environment"]["variables"]["LOG_LEVEL"] == level
+    assert sweep["loggingConfig"]["applicationLogLevel"] == lambdas
+    # AND Lambda's own lines keep the platform's level, whatever the function's
+    assert sweep["loggingConfig"]["systemLogLevel"] == "WARN"
+
+
+@pytest.mark.parametrize(("kind", "level"), [("etl", "WARNING"), ("name-dedup", "ERROR")])
+def test_a_component_s_own_log_level_arg_sets_lambda_s_filter_too(kind: str, level: str) -> None:
+    mocks = run(
+        lambda: component(kind, log_level=level, platform=PlatformOptions(log_format="JSON"))
+    )
+    [function] = [
+        f
+        for f in mocks.of_type("aws:lambda/function:Function")
+        if "LOG_LEVEL" in f.inputs["environment"]["variables"]
+    ]
+    expected = {"WARNING": "WARN", "ERROR": "ERROR"}[level]
+    assert function.inputs["loggingConfig"]["applicationLogLevel"] == expected
+
+
+def test_under_text_lambda_filters_nothing_whatever_the_level() -> None:
+    """Log-level filtering is JSON's: with Text, no level is sent (Lambda would refuse one)."""
+    platform = PlatformOptions(functions={"sweep": FunctionOptions(log_level="ERROR")})
+    mocks = run(lambda: component("scheduler", platform=platform))
+    assert mocks.named("c-sweep").inputs["loggingConfig"] == {
+        "logFormat": "Text",
+        "logGroup": "c-sweep-logs",
+    }
+
+
+def test_powertools_own_level_is_the_user_s_to_set() -> None:
+    """POWERTOOLS_LOG_LEVEL is not the component's: with Text logs it gives the user's
+    Logger a level of its own (Powertools reads it before LOG_LEVEL)."""
+    sweep = FunctionOptions(log_level="WARNING", environment={"POWERTOOLS_LOG_LEVEL": "DEBUG"})
+    mocks = run(
+        lambda: component("scheduler", platform=PlatformOptions(functions={"sweep": sweep}))
+    )
+    variables = mocks.named("c-sweep").inputs["environment"]["variables"]
+    assert (variables["LOG_LEVEL"], variables["POWERTOOLS_LOG_LEVEL"]) == ("WARNING", "DEBUG")
 
 
 def test_a_role_that_may_do_nothing_else_still_may_trace_and_log() -> None:
@@ -436,6 +495,10 @@ def test_an_environment_variable_the_component_sets_is_refused_by_name(
             r"POWERTOOLS_SERVICE_NAME \(set platform.service\)",
         ),
         (lambda: FunctionOptions(environment={"1X": "y"}), "a variable's name"),
+        # Lambda's [a-zA-Z]([a-zA-Z0-9_])+: a one-letter name is refused, named so
+        (lambda: FunctionOptions(environment={"X": "y"}), "two characters or more"),
+        (lambda: FunctionOptions(environment={"XY\n": "y"}), "a variable's name"),
+        (lambda: FunctionOptions(environment={"PORTÉ": "y"}), "a variable's name"),
         (lambda: FunctionOptions(environment={"PORT": 8080}), "quote it"),  # type: ignore[dict-item]
         (lambda: FunctionOptions(architecture="arm"), "architecture must be one of"),  # type: ignore[arg-type]
         (lambda: FunctionOptions(log_level="TRACE"), "log_level must be one of"),  # type: ignore[arg-type]
@@ -443,6 +506,16 @@ def test_an_environment_variable_the_component_sets_is_refused_by_name(
         (lambda: FunctionOptions(layers=[LAYER] * 6), "at most 5"),
         (lambda: FunctionOptions(layers=["otel"]), "each layer version's ARN"),
         (lambda: FunctionOptions(layers=[LAYER.rsplit(":", 1)[0]]), "each layer version's ARN"),
+        # Lambda's [a-zA-Z0-9-_]+ and \d{12} are ASCII: Python's \w and \d are not
+        (lambda: FunctionOptions(layers=[LAYER.replace("otel", "télémétrie")]), "layer version"),
+        (lambda: FunctionOptions(layers=[LAYER.replace("otel", "otel_π")]), "layer version"),
+        (
+            lambda: FunctionOptions(layers=[LAYER.replace("123456789012", "١٢٣٤٥٦٧٨٩٠١٢")]),
+            "layer version",
+        ),
+        (lambda: FunctionOptions(layers=[f"{LAYER}\n"]), "layer version"),
+        # LayerVersionArn: 140 characters at most
+        (lambda: FunctionOptions(layers=[LAYER.replace("otel", "o" * 100)]), "layer version"),
         (lambda: PlatformOptions(service=""), "service"),
     ],
 )
@@ -496,3 +569,55 @@ def test_a_stack_config_sets_each_function_s_settings() -> None:
             )
         },
     )
+
+
+def test_a_layer_name_of_lambda_s_characters_is_taken() -> None:
+    layer = "arn:aws:lambda:us-east-1:123456789012:layer:Team_telemetry-2:12"
+    assert FunctionOptions(layers=[layer]).layers == [layer]
+
+
+# -- Lambda's 4 KB of environment variables (names and values, as one JSON object)
+def test_variables_past_lambda_s_4_kb_are_refused_with_their_sizes() -> None:
+    # GIVEN a variable of the user's that takes the sweep's environment past 4 KB
+    sweep = FunctionOptions(environment={"TEAM_CONFIG": "x" * 4000})
+    platform = PlatformOptions(functions={"sweep": sweep})
+    # WHEN the scheduler is built THEN it is refused, naming the function and the sizes
+    with pytest.raises(ValueError) as refused:
+        run(lambda: component("scheduler", platform=platform))
+    message = str(refused.value)
+    assert "function 'c-sweep'" in message and "over Lambda's 4,096 (4 KB" in message
+    assert "platform.functions['sweep'].environment's 4,016" in message
+    assert "largest TEAM_CONFIG (4,016)" in message
+    # the component's values known only at deploy (its table's name) are not counted
+    assert "known only at deploy counted as empty" in message
+
+
+def test_variables_up_to_4_kb_are_taken() -> None:
+    """The boundary, measured as Lambda does: {"NAME":"value",...} in UTF-8."""
+    from exactly_once.components.platform import check_environment_size
+
+    # {"AB":"<v>"} is 9 bytes and the value
+    check_environment_size("f", "f", {}, {"AB": "x" * (4096 - 9)})
+    with pytest.raises(ValueError, match="measure 4,097 bytes"):
+        check_environment_size("f", "f", {}, {"AB": "x" * (4096 - 8)})
+    # a character of two bytes in UTF-8 counts two
+    with pytest.raises(ValueError, match="measure 4,097 bytes"):
+        check_environment_size("f", "f", {}, {"AB": "é" + "x" * (4096 - 10)})
+    # two variables: a comma between them
+    check_environment_size("f", "f", {"AB": "x" * 2000}, {"CD": "y" * (4096 - 2000 - 17)})
+    with pytest.raises(ValueError, match=r"the component's 2,007, .*environment's 2,087"):
+        check_environment_size("f", "f", {"AB": "x" * 2000}, {"CD": "y" * (4096 - 2000 - 16)})
+
+
+def test_a_value_known_only_at_deploy_is_left_to_lambda() -> None:
+    """An Output's value is not known at preview: it counts as empty, and Lambda checks the
+    whole at deploy."""
+    import pulumi
+
+    def program() -> None:
+        big = pulumi.Output.from_input("x" * 5000)
+        sweep = FunctionOptions(environment={"TEAM_CONFIG": big})
+        component("scheduler", platform=PlatformOptions(functions={"sweep": sweep}))
+
+    mocks = run(program)
+    assert len(mocks.named("c-sweep").inputs["environment"]["variables"]["TEAM_CONFIG"]) == 5000
