@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import json
 import re
 import sys
@@ -126,8 +127,15 @@ API_STARTER = (
 NO_PEEK = (
     "SQS shows a message only by receiving it (hidden for its visibility timeout, its "
     "receive count raised), so a dry run lists none: --list receives each to show it and "
-    "its reasons; these counts are approximate (about a minute behind the last send)"
+    "its reasons; these counts are approximate (GetQueueAttributes: consistent at least a "
+    "minute after sends stop)"
 )
+# RedriveExecution takes "failed, aborted, or timed out executions" of a STANDARD workflow
+# "that didn't complete successfully in the last 14 days" (Step Functions API reference);
+# DescribeExecution's redriveStatus says whether it would (an execution described without
+# it, as by an emulator, is judged by these).
+REDRIVABLE_STATUSES = frozenset({"FAILED", "TIMED_OUT", "ABORTED"})
+REDRIVE_PERIOD = datetime.timedelta(days=14)
 
 
 class CommandError(Exception):
@@ -264,7 +272,8 @@ def _dead_letters_parser(commands: Any, prog: str, name: str, summary: str, exam
         "--list",
         action="store_true",
         help="show each message and its reasons, send nothing: each is received (its "
-        "receive count rises; hidden at most a minute) and put back",
+        "receive count rises; hidden at most a minute) and put back; `complete` says "
+        "whether the whole queue was listed",
     )
     where = command.add_argument_group("which queue and function, where")
     where.add_argument("--queue", help="the DLQ's URL (a component's `dlqUrl`)")
@@ -543,22 +552,52 @@ def _redriving(args: argparse.Namespace, workflow: Checkpoints) -> Change:
     _steps(workflow)  # (the execution's machine a resumable workflow's, the table its own)
     key = workflow.still_owns(args.execution)
     described = workflow.sfn.describe_execution(executionArn=args.execution)
-    if described.get("redriveStatus", "REDRIVABLE") != "REDRIVABLE":
-        reason = described.get("redriveStatusReason") or described.get("status", "")
-        raise CommandError(f"{args.execution} cannot be redriven: {reason}; rerun the key")
+    refused = not_redrivable(described)
+    if refused is not None:
+        raise CommandError(f"{args.execution} cannot be redriven: {refused}")
     what = f"redrive {args.execution} (key {key!r}) from the state that failed"
     return Change(
         what, {"execution": args.execution, "key": key}, lambda: workflow.redrive(args.execution)
     )
 
 
+def not_redrivable(described: dict[str, Any], now: datetime.datetime | None = None) -> str | None:
+    """Why Step Functions would not redrive the execution (DescribeExecution's answer),
+    and what to do instead; None if it would. The advice follows the reason: a rerun of a
+    running execution's key finds it running and starts nothing."""
+    status = str(described.get("status", ""))
+    redrive_status = described.get("redriveStatus")
+    reason = str(described.get("redriveStatusReason") or f"it is {status or 'of no status'}")
+    reason = reason.rstrip(".")  # (AWS's ends a sentence; the advice follows it)
+    if redrive_status is None and status in REDRIVABLE_STATUSES:
+        ended = described.get("stopDate")
+        now = now or datetime.datetime.now(datetime.UTC)
+        if not isinstance(ended, datetime.datetime) or now - ended <= REDRIVE_PERIOD:
+            return None
+        reason = f"it ended {ended.isoformat()}, over 14 days ago (its redrivable period)"
+    elif redrive_status == "REDRIVABLE":
+        return None
+    if status in ("RUNNING", "PENDING_REDRIVE"):
+        advice = (
+            "it is still running: wait for it to end, or stop it (StopExecution: then it "
+            "can be redriven); a rerun now would find it running and start nothing"
+        )
+    elif status == "SUCCEEDED":
+        advice = "it succeeded: nothing to redrive"
+    else:
+        advice = "rerun the key instead (the next attempt skips the steps done)"
+    return f"{reason}; {advice}"
+
+
 def _sending(dead_letters: DeadLetters, counts: dict[str, int]) -> Change:
+    # Only visible messages are received: one in flight (received by someone else, a
+    # listing) or delayed is sent only if it shows while the redrive still receives.
     what = (
-        f"send the messages of {dead_letters.queue_url} (about "
-        f"{counts['ApproximateNumberOfMessages']} visible, "
+        f"send the visible messages of {dead_letters.queue_url} (about "
+        f"{counts['ApproximateNumberOfMessages']}) back through {dead_letters.function}, "
+        "each deleted once its event is through (not received now: about "
         f"{counts['ApproximateNumberOfMessagesNotVisible']} in flight, "
-        f"{counts['ApproximateNumberOfMessagesDelayed']} delayed) back through "
-        f"{dead_letters.function}, each deleted once its event is through"
+        f"{counts['ApproximateNumberOfMessagesDelayed']} delayed)"
     )
     preview = {
         "queue": dead_letters.queue_url,

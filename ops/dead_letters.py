@@ -18,12 +18,21 @@ which finds the work done.
 
 SQS shows a message only by receiving it: a receive hides it for its visibility timeout
 and counts it (`ApproximateReceiveCount`), whatever the receiver then does (SQS API
-reference, ReceiveMessage and ChangeMessageVisibility: a received message is "in flight"
-until deleted or its visibility window ends). So `check` (the dry run's read) receives
-nothing: it asks the queue's approximate counts (GetQueueAttributes, consistent about a
-minute after the last send) and whether the function is one whose DLQ this is. `list`
-receives each message to show it and its reasons, hidden `LIST_VISIBILITY_SECONDS` at
-most, and puts each back: its receive count rises.
+reference, ChangeMessageVisibility: a message is "in flight after it is received from a
+queue by a consumer, but not yet deleted"; GetQueueAttributes: until deleted or "the end
+of their visibility window"). So `check` (the dry run's read) receives nothing: it asks
+the queue's approximate counts (GetQueueAttributes: they "may not achieve consistency
+until at least 1 minute after the producers stop sending messages") and whether the
+function is one whose DLQ this is. `list` receives each message to show it and its
+reasons, hidden `LIST_VISIBILITY_SECONDS` at most, and puts each back: its receive count
+rises.
+
+Receiving ends on an empty receive (long polling: every server of the queue asked), or
+says why not (the report's `complete`, `incomplete`): a listing stops receiving
+`LIST_MARGIN_SECONDS` before what it hid first shows again (a later receive would return
+those instead of the rest); a receive that returns only messages this run already took,
+while the queue counts more visible than it left visible, may have hidden others behind
+them.
 """
 
 from __future__ import annotations
@@ -33,13 +42,18 @@ import collections
 import dataclasses
 import datetime
 import json
-from collections.abc import Iterator
+import logging
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from exactly_once.handlers.errors import aws_code
 from exactly_once.handlers.runtime import REDRIVE
+
+logger = logging.getLogger(__name__)
 
 # Long enough for the function to answer before the message shows again (a function's
 # timeout is at most 900 s); a crash leaves the message hidden for this long only.
@@ -66,6 +80,19 @@ EMPTY_PAGES = 10  # empty GetRecords pages in a row taken for the shard's tip
 # message twice, short enough that an interrupted listing hides nothing for long (the
 # DLQ's alarm reads the visible count).
 LIST_VISIBILITY_SECONDS = 60
+# A listing receives no more this long before the first message it hid shows again: a
+# receive (long polling 1 s, then the answer) fits well within it, so no message it listed
+# shows again while it still receives, standing in for one it has not listed yet; and
+# putting them back finds their receipt handles still valid.
+LIST_MARGIN_SECONDS = 10
+# ChangeMessageVisibility's answers for a receipt handle whose visibility window ended
+# (API reference: a change after the timeout "might result in an error"; its errors
+# MessageNotInflight, ReceiptHandleIsInvalid; SQS answers an expired handle
+# InvalidParameterValue, "Reason: The receipt handle has expired", as seen in
+# aws/aws-sdk-java#1628). Such a message is visible already: putting it back has nothing
+# left to do (our VisibilityTimeout, 0, is never the invalid parameter). A query-style
+# code (AWS.SimpleQueueService.X) is compared by its last part.
+EXPIRED = frozenset({"MessageNotInflight", "ReceiptHandleIsInvalid", "InvalidParameterValue"})
 
 # The functions whose DLQ holds events to send back (each component's `functionName`, a
 # scheduler's `starterFunction`): by handler, the component that deploys it. Each has
@@ -111,6 +138,12 @@ class DeadLetters:
         self.lam = clients("lambda", INVOKE)
         self.clients = clients
         self.seen: set[str] = set()  # message ids taken, or sent back, by this run
+        # Of those, the ones this run left visible (copies sent back, ones put back at
+        # once): what the queue's visible count may hold of this run's own.
+        self.left_visible: set[str] = set()
+        # Why the last receiving ended before the queue's end (None: an empty receive)
+        self.incomplete: str | None = None
+        self.clock: Callable[[], float] = time.monotonic  # (tests move it on)
 
     def check(self) -> dict[str, Any]:
         """Read only (nothing received): the function is one of ours that takes redriven
@@ -135,10 +168,25 @@ class DeadLetters:
             )
         return {name: int(attributes.get(name, 0)) for name in COUNTS}
 
-    def letters(self, visibility: int = VISIBILITY_SECONDS) -> Iterator[Letter]:
+    def letters(
+        self, visibility: int = VISIBILITY_SECONDS, within: float | None = None
+    ) -> Iterator[Letter]:
         """Every message once, hidden `visibility` seconds while it is handled. One this
-        run sent back (failed again) is shown again at once and not taken twice."""
+        run sent back (failed again) is shown again at once and not taken twice. `within`:
+        no receive once that many seconds have passed since the first began (a listing's
+        messages are hidden for a while only). Afterwards `incomplete` says why it ended
+        before the queue's end, or is None (an empty receive)."""
+        self.incomplete = None
+        started = self.clock()
         while True:
+            elapsed = self.clock() - started
+            if within is not None and elapsed >= within:
+                self.incomplete = (
+                    f"stopped receiving after {elapsed:.0f} s, before the first messages it "
+                    f"hid show again ({visibility} s after they were received); the queue "
+                    f"counts about {self._visible()} more visible, not received"
+                )
+                return
             answer = self.sqs.receive_message(
                 QueueUrl=self.queue_url,
                 MaxNumberOfMessages=10,
@@ -146,22 +194,53 @@ class DeadLetters:
                 MessageAttributeNames=["All"],
                 WaitTimeSeconds=1,  # long polling: every server of the queue is asked
             )
+            returned = answer.get("Messages", [])
             fresh = []
-            for message in answer.get("Messages", []):
+            for message in returned:
                 if message["MessageId"] in self.seen:
                     self._release(message["ReceiptHandle"])
+                    self.left_visible.add(message["MessageId"])
                 else:
                     fresh.append(message)
             if not fresh:
+                if returned:  # only messages taken before: others may wait behind them
+                    self.incomplete = self._behind(len(returned))
                 return
             for message in fresh:
                 self.seen.add(message["MessageId"])
                 yield self._letter(message)
 
-    def _release(self, receipt: str) -> None:
-        self.sqs.change_message_visibility(
-            QueueUrl=self.queue_url, ReceiptHandle=receipt, VisibilityTimeout=0
+    def _visible(self) -> int:
+        attributes = self.sqs.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["ApproximateNumberOfMessages"]
+        )["Attributes"]
+        return int(attributes.get("ApproximateNumberOfMessages", 0))
+
+    def _behind(self, returned: int) -> str | None:
+        """After a receive of only messages this run took: why others may remain (the
+        queue counts more visible than this run left visible), or None. A receive returns
+        up to ten of the visible messages, so ten of ours may stand for the rest."""
+        visible = self._visible()
+        if visible <= len(self.left_visible):
+            return None
+        return (
+            f"a receive returned only messages this run had taken ({returned}) while the "
+            f"queue counts about {visible} visible, {len(self.left_visible)} of them left "
+            "visible by this run: others may not have been received; run it again"
         )
+
+    def _release(self, receipt: str, expired_ok: bool = False) -> bool:
+        """The message visible again at once. `expired_ok`: a handle whose window already
+        ended (EXPIRED) is taken for done, False (that message is visible already)."""
+        try:
+            self.sqs.change_message_visibility(
+                QueueUrl=self.queue_url, ReceiptHandle=receipt, VisibilityTimeout=0
+            )
+        except ClientError as exc:
+            if not expired_ok or aws_code(exc).rsplit(".", 1)[-1] not in EXPIRED:
+                raise
+            return False
+        return True
 
     def _letter(self, message: dict[str, Any]) -> Letter:
         body_text = message.get("Body", "")
@@ -240,25 +319,44 @@ class DeadLetters:
     def list_letters(self) -> dict[str, Any]:
         """Every message with its reasons, sent nowhere: each received (its receive count
         rises), hidden LIST_VISIBILITY_SECONDS at most, and visible again once all are
-        listed."""
+        listed. Receiving stops LIST_MARGIN_SECONDS before the first shows again: the
+        report says whether it listed the whole queue (`complete`)."""
         return self._each(listing=True)
 
     def _each(self, listing: bool) -> dict[str, Any]:
+        self.seen, self.left_visible = set(), set()  # (a run of its own, each call)
         done: list[dict[str, Any]] = []
         held: list[str] = []  # messages listed, shown again once all are
-        visibility = LIST_VISIBILITY_SECONDS if listing else VISIBILITY_SECONDS
-        for letter in self.letters(visibility):
+        if listing:
+            letters = self.letters(
+                LIST_VISIBILITY_SECONDS, within=LIST_VISIBILITY_SECONDS - LIST_MARGIN_SECONDS
+            )
+        else:
+            letters = self.letters(VISIBILITY_SECONDS)
+        for letter in letters:
             if listing or letter.payload is None:
                 done.append({**letter.summary(), "event": letter.payload, "result": "listed"})
                 held.append(letter.receipt)
                 continue
             done.append(self._send(letter))
-        for receipt in held:
-            self._release(receipt)
+        # A window that ended first (a listing slowed down, a redrive longer than 960 s)
+        # left its message visible already: nothing to put back, and the report of what
+        # was done is kept (an error here would lose it, exit 1).
+        late = sum(not self._release(receipt, expired_ok=True) for receipt in held)
+        if late:
+            logger.warning(
+                "%d of %d messages listed were visible again before they were put back "
+                "(their visibility window had ended): nothing lost",
+                late,
+                len(held),
+            )
         counts = collections.Counter(entry["result"] for entry in done)
+        ending = {"incomplete": self.incomplete} if self.incomplete else {}
         return {
             "queue": self.queue_url,
             "function": self.function,
+            "complete": self.incomplete is None,
+            **ending,
             "counts": dict(counts),
             "messages": done,
         }
@@ -305,6 +403,7 @@ class DeadLetters:
             ),
         )
         self.seen.add(sent["MessageId"])
+        self.left_visible.add(sent["MessageId"])
         self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=letter.receipt)
         return {**letter.summary(), "event": event, "reasons": reasons, "result": "failed-again"}
 

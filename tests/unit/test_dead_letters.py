@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from exactly_once.handlers.runtime import REDRIVE
@@ -104,7 +105,7 @@ def test_each_shape_is_sent_back_once_and_a_second_redrive_does_nothing(sqs: Any
     assert answers["a"]["reasons"] == ["throttled for good"]
     assert answers["b"]["answer"] == {"status": "DUPLICATE"}
     assert answers["b"]["reasons"] == ["timeout"] and answers["b"]["shape"] != "handler"
-    assert report["counts"] == {"redriven": 2}
+    assert report["counts"] == {"redriven": 2} and report["complete"] is True
     assert bodies(sqs, url) == []
     # AND a second redrive sends nothing
     again = dead_letters(sqs, url, function).redrive()
@@ -267,3 +268,121 @@ def test_an_event_goes_to_the_function_once_and_is_waited_for_as_long_as_it_may_
     config = letters.lam.meta.config
     assert 900 < config.read_timeout < VISIBILITY_SECONDS
     assert config.retries["total_max_attempts"] == 1 and config.tcp_keepalive is True
+
+
+class Queue:
+    """moto's SQS, with what a real queue may do that moto does not: time passing during
+    a receive, a receive that returns messages already taken, a window that ended."""
+
+    def __init__(self, sqs: Any) -> None:
+        self.sqs, self.now = sqs, 0.0
+        self.receive_takes = 0.0  # seconds each receive moves the clock on
+        self.repeat_first = False  # the second receive returns the first one's messages
+        self.expired: str | None = None  # every ChangeMessageVisibility answers this code
+        self.answers: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sqs, name)
+
+    def receive_message(self, **request: Any) -> dict[str, Any]:
+        self.now += self.receive_takes
+        if self.repeat_first and len(self.answers) == 1:
+            self.answers.append(self.answers[0])
+            return self.answers[0]
+        answer = dict(self.sqs.receive_message(**request))
+        self.answers.append(answer)
+        return answer
+
+    def change_message_visibility(self, **request: Any) -> Any:
+        if self.expired:
+            error = {"Error": {"Code": self.expired, "Message": "The receipt handle has expired"}}
+            raise ClientError(error, "ChangeMessageVisibility")  # type: ignore[arg-type]
+        return self.sqs.change_message_visibility(**request)
+
+
+def listing(sqs: Any, messages: int) -> tuple[Queue, DeadLetters]:
+    url = queue(sqs)
+    for n in range(messages):
+        body = {"reason": f"why {n}", "event": {"detail": {"key": f"k{n}"}}}
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(body))
+    wrapped = Queue(sqs)
+    letters = dead_letters(wrapped, url, Function(starter(set())))
+    letters.clock = lambda: wrapped.now
+    return wrapped, letters
+
+
+def visible(sqs: Any) -> int:
+    url = sqs.get_queue_url(QueueName="orders-dlq")["QueueUrl"]
+    found = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    return int(found["Attributes"]["ApproximateNumberOfMessages"])
+
+
+def test_a_listing_stops_before_what_it_hid_shows_again_and_says_it_is_incomplete(
+    sqs: Any,
+) -> None:
+    from exactly_once.ops.dead_letters import LIST_MARGIN_SECONDS, LIST_VISIBILITY_SECONDS
+
+    # GIVEN 15 dead letters, and a first receive (of ten) that took 55 s: the ten it hid
+    # show again 60 s after it, so another receive could return them in place of the rest
+    wrapped, letters = listing(sqs, 15)
+    wrapped.receive_takes = 55.0
+    assert LIST_VISIBILITY_SECONDS - LIST_MARGIN_SECONDS < 55
+    # WHEN they are listed
+    report = letters.list_letters()
+    # THEN it stopped receiving, listed the ten, and says so, with the count still waiting
+    assert len(report["messages"]) == 10 and len(wrapped.answers) == 1
+    assert report["complete"] is False
+    assert report["incomplete"].startswith("stopped receiving after 55 s")
+    assert "the queue counts about 5 more visible" in report["incomplete"]
+    assert visible(sqs) == 15  # (the ten put back)
+    # AND a quick listing takes the whole queue
+    wrapped.receive_takes = 1.0
+    again = letters.list_letters()
+    assert (again["complete"], len(again["messages"])) == (True, 15) and "incomplete" not in again
+
+
+@pytest.mark.parametrize(("messages", "complete"), [(12, False), (3, True)])
+def test_a_receive_of_only_messages_taken_is_the_end_only_if_the_queue_counts_no_more(
+    sqs: Any, messages: int, complete: bool
+) -> None:
+    # GIVEN a second receive that returns the first one's messages again (a receive
+    # returns up to ten of the visible messages: ten taken may stand for the rest)
+    wrapped, letters = listing(sqs, messages)
+    wrapped.repeat_first = True
+    report = letters.list_letters()
+    # THEN it is the end when the queue counts no more visible than those (put back at
+    # once), else the report says others may wait
+    assert len(report["messages"]) == min(messages, 10)
+    assert report["complete"] is complete
+    if not complete:
+        assert report["incomplete"] == (
+            "a receive returned only messages this run had taken (10) while the queue counts "
+            "about 12 visible, 10 of them left visible by this run: others may not have been "
+            "received; run it again"
+        )
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "InvalidParameterValue",  # (what SQS answers an expired receipt handle)
+        "ReceiptHandleIsInvalid",
+        "AWS.SimpleQueueService.MessageNotInflight",
+    ],
+)
+def test_putting_back_a_message_whose_window_ended_keeps_the_listing(
+    sqs: Any, code: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    # GIVEN listed messages whose windows ended before they were put back
+    wrapped, letters = listing(sqs, 2)
+    wrapped.expired = code
+    # THEN the listing is reported (not an error, exit 1, that loses it), the skip logged
+    report = letters.list_letters()
+    assert (report["complete"], len(report["messages"])) == (True, 2)
+    assert "2 of 2 messages listed were visible again before they were put back" in caplog.text
+    # AND any other refusal is an error (a message of its own: those two are still hidden)
+    url = sqs.get_queue_url(QueueName="orders-dlq")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody=json.dumps({"reason": "r", "event": {}}))
+    wrapped.expired = "AccessDenied"
+    with pytest.raises(ClientError, match="AccessDenied"):
+        letters.list_letters()

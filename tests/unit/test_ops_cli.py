@@ -380,3 +380,106 @@ def test_the_help_says_what_the_tool_is_whole_and_the_version_is_asked_for(
     with pytest.raises(SystemExit) as done:
         main(["--version"])
     assert done.value.code == 0 and exactly_once.__version__ in capsys.readouterr().out
+
+
+def test_a_redrive_is_judged_by_its_redrive_status_else_by_its_status_and_end() -> None:
+    """RedriveExecution: "failed, aborted, or timed out executions", within 14 days of
+    their end; an execution described without redriveStatus (an emulator) is judged so."""
+    from datetime import UTC, datetime, timedelta
+
+    from exactly_once.ops.__main__ import not_redrivable
+
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    ended = {"stopDate": now - timedelta(days=2)}
+    for status in ("FAILED", "TIMED_OUT", "ABORTED"):
+        assert not_redrivable({"status": status, **ended}, now) is None
+    assert not_redrivable({"status": "FAILED", "redriveStatus": "REDRIVABLE"}, now) is None
+    # a missing redriveStatus no longer lets through what Step Functions refuses
+    running = not_redrivable({"status": "RUNNING"}, now)
+    assert running is not None and running.startswith("it is RUNNING; it is still running")
+    assert "rerun the key" not in running and "start nothing" in running
+    old = not_redrivable({"status": "ABORTED", "stopDate": now - timedelta(days=15)}, now)
+    assert old is not None and "over 14 days ago" in old and "rerun the key instead" in old
+    succeeded = not_redrivable({"status": "SUCCEEDED"}, now)
+    assert succeeded == "it is SUCCEEDED; it succeeded: nothing to redrive"
+    # AND Step Functions' reason, with the advice that fits it
+    period = {
+        "status": "FAILED",
+        "redriveStatus": "NOT_REDRIVABLE",
+        "redriveStatusReason": "Execution redrivable period exceeded.",
+    }
+    assert not_redrivable(period, now) == (
+        "Execution redrivable period exceeded; rerun the key instead (the next attempt "
+        "skips the steps done)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("described", "said", "not_said"),
+    [
+        (
+            {"status": "RUNNING"},
+            "it is still running: wait for it to end, or stop it",
+            "rerun the key",
+        ),
+        (
+            {
+                "status": "RUNNING",
+                "redriveStatus": "NOT_REDRIVABLE",
+                "redriveStatusReason": "Execution is RUNNING and cannot be redriven.",
+            },
+            "Execution is RUNNING and cannot be redriven; it is still running",
+            "rerun the key",
+        ),
+        (
+            {
+                "status": "FAILED",
+                "redriveStatus": "NOT_REDRIVABLE",
+                "redriveStatusReason": "Execution redrivable period exceeded.",
+            },
+            "Execution redrivable period exceeded; rerun the key instead",
+            "still running",
+        ),
+    ],
+)
+def test_a_redrive_step_functions_would_refuse_is_refused_with_the_advice_that_fits(
+    workflow: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    described: dict[str, str],
+    said: str,
+    not_said: str,
+) -> None:
+    from exactly_once.ops import checkpoints
+
+    machine = workflow[-1]
+    order = json.dumps({"orderId": "order-7"})
+    sfn = runtime.client("stepfunctions")
+    a = sfn.start_execution(stateMachineArn=machine, name="order-7", input=order)["executionArn"]
+    runtime.client("dynamodb").put_item(
+        TableName="checkpoints",
+        Item={"pk": {"S": "order-7"}, "first_execution": {"S": a}, "lease": {"S": a}},
+    )
+    # GIVEN the execution, still its key's, described as Step Functions would (moto keeps
+    # no redriveStatus, and ends an execution of this machine at once)
+    real = checkpoints.clients
+
+    def clients(*where: Any) -> Any:
+        made = real(*where)
+
+        def client(service: str, config: Any = None) -> Any:
+            found = made(service, config)
+            found.meta.events.register(
+                "after-call.sfn.DescribeExecution",
+                lambda parsed, **kwargs: parsed.update(described),
+            )
+            return found
+
+        return client
+
+    monkeypatch.setattr(checkpoints, "clients", clients)
+    # THEN the redrive is refused before any write, with what to do instead
+    assert main(["redrive", "--execution", a, "--yes", *workflow]) == 2
+    error = capsys.readouterr().err
+    assert f"{a} cannot be redriven: " in error and said in error, error
+    assert not_said not in error
