@@ -37,6 +37,12 @@ LEAD = 4.0  # seconds ahead: inside the window, so the API puts the message in S
 # could first fire: its publish time, or when its registration returned if that was later
 # (a registration slower than its lead is accepted late and fires at once).
 BREAKAGE_SECONDS = 60.0
+# ...and for a slot's many messages through its workers, two minutes: on a loaded CI run a
+# slot's 30 met a minute and more of throttled sends (the demo target's sandboxes are
+# shared with the bursts of the tests beside it). Each such test also holds the messages to
+# their slot (each one's claim, `fired_by_its_slot`; or the clocks' counts of all of them),
+# so the bound is not what tells a slot's fire from a sweep's rescue.
+SLOT_BREAKAGE_SECONDS = 120.0
 
 
 def post(scheduler: dict[str, Any], body: Any, **headers: str) -> tuple[int, Any]:
@@ -668,14 +674,14 @@ def test_messages_due_in_one_second_share_one_slot_execution_and_each_fires_once
     table = scheduler["firesTables"]["demo"]
     records = eventually(
         lambda: len(found := fire_records(table, answered)) == 30 and found,
-        timeout=max(slot - time.time(), 0) + BREAKAGE_SECONDS,
+        timeout=max(slot - time.time(), 0) + SLOT_BREAKAGE_SECONDS,
         interval=1,
     )
     assert steady(lambda: [r["fires"] for r in fire_records(table, answered).values()]) == [1] * 30
     late = lateness(records.values())
     print(json.dumps({"slot": 30, **late}))
     assert late["min"] >= 0, "a message fired before its time"
-    assert max(overdue(r, answered[i]) for i, r in records.items()) < BREAKAGE_SECONDS, late
+    assert max(overdue(r, answered[i]) for i, r in records.items()) < SLOT_BREAKAGE_SECONDS, late
     [execution] = executions(scheduler["stateMachineArn"], f"slot-{slot}")
     entered = eventually(
         lambda: (e := states_entered(execution["executionArn"]))[-1:] == ["Fire"] and e
@@ -713,10 +719,10 @@ def test_a_slot_whose_clock_is_redelivered_fires_each_message_once(
         table = scheduler["firesTables"]["demo"]
         records = eventually(
             lambda: len(found := fire_records(table, answered)) == 20 and found,
-            timeout=max(slot - time.time(), 0) + BREAKAGE_SECONDS,
+            timeout=max(slot - time.time(), 0) + SLOT_BREAKAGE_SECONDS,
             interval=1,
         )
-        counts = twin.result(timeout=BREAKAGE_SECONDS)
+        counts = twin.result(timeout=SLOT_BREAKAGE_SECONDS)
     assert steady(lambda: [r["fires"] for r in fire_records(table, answered).values()]) == [1] * 20
     assert lateness(records.values())["min"] >= 0, "a message fired before its time"
     assert counts.get("DONE", 0) + counts.get("skipped", 0) >= 20, counts  # read all 20
