@@ -8,6 +8,7 @@ byte-identical to the repository's, and that nothing is written into the install
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -196,14 +197,25 @@ def floors() -> list[str]:
 @pytest.fixture(scope="module")
 def at_minimums(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     """A fresh venv with the wheel and every dependency at its declared minimum: the
-    interpreter's path."""
-    venv = tmp_path_factory.mktemp("minimums") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    interpreter's path. Made once a run: the tests that use it may land on different
+    workers (pytest-xdist), each of which would otherwise install Pulumi and the AWS
+    provider again (20-45 s)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # the run's
+    venv = shared / "minimums" / "venv"
     python = str(venv / "bin" / "python")
-    constraints = venv.parent / "constraints.txt"
-    constraints.write_text("\n".join(floors()) + "\n")
-    pip = [python, "-m", "pip", "--disable-pip-version-check", "--quiet", "install"]
-    subprocess.run([*pip, "-c", str(constraints), f"{wheel}[pulumi]"], check=True)
+    with open(shared / "minimums.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # (released when closed)
+        if (venv.parent / "done").exists():
+            return python
+        shutil.rmtree(venv.parent, ignore_errors=True)  # (a worker's that failed half way)
+        venv.parent.mkdir()
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        constraints = venv.parent / "constraints.txt"
+        constraints.write_text("\n".join(floors()) + "\n")
+        pip = [python, "-m", "pip", "--disable-pip-version-check", "--quiet", "install"]
+        subprocess.run([*pip, "-c", str(constraints), f"{wheel}[pulumi]"], check=True)
+        (venv.parent / "done").touch()
     return python
 
 
