@@ -67,10 +67,10 @@ def plant(work: Path, mutant: Mutant) -> None:
 
 def judge(mutant: Mutant, timeout: float = 900, replays_first: bool = False) -> Verdict:
     """The explorer tier, in a scratch copy with `mutant` planted: killed if a test fails.
-    The exploration and the kept replays run as the tier runs them (what the whole
-    catalogue reports: found by the schedules, or only by a pinned replay);
-    `replays_first`, the kept replays alone first (CI's rotating share asks only whether
-    it is found, and a replay answers in seconds)."""
+    The exploration first, then the mutant's kept replays (what the whole catalogue
+    reports: found by the schedules, or only by a pinned replay, as `by` names);
+    `replays_first`, the kept replays first (CI's rotating share asks only whether it is
+    found, and a replay answers in seconds)."""
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as scratch:
         work = scratch_copy(Path(scratch))
@@ -99,9 +99,11 @@ def judge(mutant: Mutant, timeout: float = 900, replays_first: bool = False) -> 
             "no:xdist",
             "-k",
         ]
-        selections = [mutant.selection]
-        if replays_first:  # (a kept replay names the mutant that plants its defect)
-            selections.insert(0, f"once_found and {mutant.name}")
+        # the exploration, then the mutant's kept replays (a kept replay names the mutant
+        # whose defect it finds): `by` says which found it
+        selections = [mutant.selection, f"once_found and {mutant.name}"]
+        if replays_first:
+            selections.reverse()
         for selection in selections:
             try:
                 done = subprocess.run(
@@ -121,7 +123,8 @@ def judge(mutant: Mutant, timeout: float = 900, replays_first: bool = False) -> 
     if done.returncode == 1 and failed:
         found = re.search(r"^E\s+AssertionError: (.*)$", done.stdout, re.M)
         return Verdict(mutant, True, failed, seconds, found.group(1)[:300] if found else "")
-    detail = "" if done.returncode == 0 else done.stdout[-2000:] + done.stderr[-2000:]
+    # (5: pytest found no kept replay of the mutant, after an exploration that passed)
+    detail = "" if done.returncode in (0, 5) else done.stdout[-2000:] + done.stderr[-2000:]
     return Verdict(mutant, False, [], seconds, detail)
 
 
