@@ -40,9 +40,9 @@ BREAKAGE_SECONDS = 60.0
 # ...and for a slot's many messages through its workers, two minutes: on one loaded CI run
 # a slot's 30 were not all fired a minute past their second (on a quiet machine the same
 # test passes well within it); the likely wait is throttled sends, the demo target's
-# sandboxes being shared with the bursts of the tests beside it. Each such test also holds the messages to
-# their slot (each one's claim, `fired_by_its_slot`; or the clocks' counts of all of them),
-# so the bound is not what tells a slot's fire from a sweep's rescue.
+# sandboxes being shared with the bursts of the tests beside it. Each such test also holds
+# the messages to their slot (each one's claim, `fired_by_its_slot`; or the clocks' counts
+# of all of them), so the bound is not what tells a slot's fire from a sweep's rescue.
 SLOT_BREAKAGE_SECONDS = 120.0
 
 
