@@ -316,7 +316,8 @@ def main(argv: Iterable[str] = sys.argv[1:]) -> int:
 
     root = Path(__file__).resolve().parents[2]
     sys.path[:0] = [str(root), str(root / "examples" / "etl")]  # the example transforms
-    os.environ["LOG_LEVEL"] = "CRITICAL"  # a schedule's handlers log every call, its faults too
+    # a schedule's handlers log every call, its faults too (LOG_LEVEL=ERROR to see them)
+    os.environ.setdefault("LOG_LEVEL", "CRITICAL")
     os.environ["METRICS_DISABLED"] = "1"  # and write a metric line per event
     args = list(argv)
     explored = all_scenarios()
