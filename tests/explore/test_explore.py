@@ -211,6 +211,14 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "explorer: a slow target's UNKNOWN, its final write failing both tries, was judged "
         "left FIRING (an unrecorded final write of any status is the sweep's to alarm)",
     ),
+    (
+        lambda: scenarios.SchedulerScenario(reserved=True),
+        ",".join(f"fail@{n}" for n in (24, 25, *range(29, 46), *range(47, 64, 2))),
+        599,
+        "explorer (scripts/explore 24000): a slot that could not count its send gave the "
+        "message back to STANDBY, and every sweep after that failed; the excuse for sweeps "
+        "that all failed counted the first one, which ran before",
+    ),
 ]
 
 

@@ -644,10 +644,14 @@ class SchedulerScenario(Scenario):
                 found = verdict_of(
                     final, fired, ambiguous, unseen, message_publish, channel_of(i), self.budget
                 )
-                failed_sweeps = all(name in world.lambdas.failures for name in swept)
+                failed_sweeps = all(
+                    name in world.lambdas.failures
+                    for name in self.sweeps_since_waiting(world, message_id, swept)
+                )
                 if final and final["status"] in ("RESERVED", "STANDBY") and failed_sweeps:
-                    # every sweep of the schedule failed (an outage of the table): a message
-                    # only a sweep moves waits for one that works (the sweep-failed alarm)
+                    # every sweep since the message last went back to waiting failed (an
+                    # outage of the table): a message only a sweep moves or restarts waits
+                    # for one that works (the sweep-failed alarm)
                     found = [v for v in found if not v.startswith(("ended", "never fired"))]
                 if final and final["status"] == "FIRING" and unrecordable(world, message_id):
                     # StatusNotRecorded: delivered, never delivered again, left FIRING for
@@ -705,6 +709,17 @@ class SchedulerScenario(Scenario):
             died = failure is not None and failure.error_type in (DIED, TIMED_OUT)
             count += not landed and died
         return count
+
+    @staticmethod
+    def sweeps_since_waiting(world: World, message_id: str, swept: list[str]) -> list[str]:
+        """The sweeps that began after the message last went back to STANDBY (a slot that
+        gave it back: a send it could not count, a claim it released), or all of them."""
+        key = f"MESSAGE#{message_id}"
+        back = [
+            c.index for c in world.injector.calls if writes(c, key, "STANDBY") and c.took_effect
+        ]
+        since = max(back, default=-1)
+        return [name for name in swept if world.lambdas.spans.get(name, (since + 1,))[0] > since]
 
     def resent_unseen(self, world: World, message_id: str, senders: list[str]) -> list[str]:
         """A sender sends a message again only after an outcome it did not see: each
