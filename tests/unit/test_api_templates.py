@@ -8,7 +8,7 @@ import pytest
 
 from exactly_once.components import api_templates as t
 from exactly_once.handlers.names import MAX_BODY, is_valid_name
-from tests.unit.vtl import render
+from tests.vtl import render
 
 ARN = "arn:aws:states:us-east-1:123456789012:stateMachine:m"
 

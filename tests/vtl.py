@@ -1,12 +1,15 @@
 """Render API Gateway mapping templates in-process (airspeed, the engine LocalStack uses).
 
 A test double of API Gateway's `$input`, `$util` and `$context` with AWS's documented
-semantics; the e2e tests run the same templates in LocalStack's API Gateway.
+semantics, shared by the unit tests (tests/unit/test_api_templates.py) and the fault
+explorer's API Gateway model (tests/explore/scenarios/api_starter.py); the e2e tests run
+the same templates in LocalStack's API Gateway.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from typing import Any
@@ -57,6 +60,13 @@ class Util:
         return base64.b64encode(str(value).encode("utf-8")).decode()
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(template: str) -> airspeed.Template:
+    """A template parsed once (parsing is most of a render's time; a merge leaves it as it
+    was)."""
+    return airspeed.Template(template)
+
+
 def render(
     template: str, body: str = "", headers: dict[str, str] | None = None, request_id: str = "r"
 ) -> tuple[str, dict[str, Any]]:
@@ -66,7 +76,7 @@ def render(
         "responseOverride": {"status": 0, "header": {}},
         "error": {"validationErrorString": ""},
     }
-    text = airspeed.Template(template).merge(
+    text = _parsed(template).merge(
         {"input": Input(body, headers), "util": Util(), "context": context}
     )
     return text, context["responseOverride"]
