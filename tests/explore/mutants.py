@@ -421,4 +421,43 @@ CATALOGUE: tuple[Mutant, ...] = (
         'retries={"max_attempts": 3, "mode": "standard"},',
         "resumable and durable",
     ),
+    # -- pattern 2: the API Gateway starter's mapping templates ----------------------------
+    Mutant(
+        "template-long-name-cut",
+        "a key too long to name injectively is named by its body cut to 74 characters "
+        "instead of refused (two long keys alike at the start become one execution)",
+        "components/api_templates.py",
+        '#set($name = "${{body}}-is-too-long-to-name-injectively")#end',
+        "#set($name = $body.substring(0, {MAX_BODY}))#end",
+        "api",
+    ),
+    Mutant(
+        "template-exists-is-started",
+        "the response template answers ExecutionAlreadyExists as a start (200, duplicate "
+        "false): a duplicate request is told it started the execution",
+        "components/api_templates.py",
+        """#set($context.responseOverride.status = 409)
+{{"duplicate": true, "message": "{_MESSAGE}"}}""",
+        """#set($context.responseOverride.status = 200)
+{{"duplicate": false, "message": "{_MESSAGE}"}}""",
+        "api",
+    ),
+    Mutant(
+        "template-retry-suffix-verbatim",
+        "a key ending like a retry's suffix (k-r1) is named verbatim: it is attempt 1 of "
+        "another key (k)",
+        "components/api_templates.py",
+        ' && !$key.matches("{_RETRY_SUFFIX}"))',
+        ")",
+        "api",
+    ),
+    Mutant(
+        "template-input-without-request-id",
+        "the execution input leaves out the request's id: the same request sent twice "
+        "while its execution runs is the same input, and Step Functions answers both 200",
+        "components/api_templates.py",
+        "${{q}}requestId${{q}}:${{q}}$context.requestId${{q}}",
+        "${{q}}requestId${{q}}:${{q}}-${{q}}",
+        "api",
+    ),
 )

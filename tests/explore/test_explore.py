@@ -289,6 +289,30 @@ FOUND += [
         12,
         "durable-step-client-resends: step s1 ran 5 times (allowed 2)",
     ),
+    (
+        lambda: scenarios.ApiStarter(),
+        "error@0",
+        1,
+        "template-long-name-cut: a key too long to name (27 é, encoded) was started, 200",
+    ),
+    (
+        lambda: scenarios.ApiStarter(),
+        "throttle@0",
+        2,
+        "template-exists-is-started: a redelivery was answered 200 (started), no execution",
+    ),
+    (
+        lambda: scenarios.ApiStarter(),
+        "",
+        0,
+        "template-retry-suffix-verbatim: attempt 1 of s0-a was 409, s0-a-r1's execution",
+    ),
+    (
+        lambda: scenarios.ApiStarter(),
+        "dup@0",
+        5,
+        "template-input-without-request-id: a request and its dup were both answered 200",
+    ),
 ]
 NAMES = [mutant.name for mutant in CATALOGUE]
 

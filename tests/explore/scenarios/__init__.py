@@ -4,6 +4,7 @@ under a schedule of faults, then checked against what the pattern promises
 
 from __future__ import annotations
 
+from tests.explore.scenarios.api_starter import ApiStarter
 from tests.explore.scenarios.base import Delivery, Scenario, World
 from tests.explore.scenarios.etl import Etl
 from tests.explore.scenarios.resumable import ResumableDurableScenario, ResumableScenario
@@ -11,6 +12,7 @@ from tests.explore.scenarios.scheduler import SchedulerScenario
 from tests.explore.scenarios.starter import StarterDurable, StarterSteps
 
 __all__ = [
+    "ApiStarter",
     "Delivery",
     "Etl",
     "ResumableDurableScenario",
@@ -37,4 +39,5 @@ def every() -> list[Scenario]:
         SchedulerScenario(slots=True, messages=2),
         ResumableScenario(),
         ResumableDurableScenario(),
+        ApiStarter(),
     ]
