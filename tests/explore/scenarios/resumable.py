@@ -67,6 +67,7 @@ def steps_verdict(
 
 class ResumableScenario(Scenario):
     name = "4 resumable (step-functions)"
+    handovers = True  # (its lease and fence guard a read racing a write: a twin's handover)
 
     def clients(self) -> list[Any]:
         return [runtime.client(s) for s in ("dynamodb", "stepfunctions")] + [self.integration]
