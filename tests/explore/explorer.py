@@ -310,7 +310,9 @@ def _one(
     processes = Interleaver(clock)
     clock.sleeper = processes.sleep
     injector = Injector(faults, processes, clock)
-    world = World(f"s{number}", injector, clock, Lambdas(injector, clock), random.Random(seed))
+    world = World(
+        f"s{number}", injector, clock, Lambdas(injector, clock), random.Random(f"{seed}:{number}")
+    )
     for client in clients:
         injector.attach(client)
     try:

@@ -37,7 +37,7 @@ class World:
     injector: Injector
     clock: Clock
     lambdas: Lambdas
-    rng: random.Random
+    rng: random.Random  # the schedule's own draws (keys): seeded by the seed and its number
 
     def quietly(self, call: Callable[[], Any]) -> Any:
         """A look at the world (the check's, or a source's own read), never faulted or counted."""
