@@ -130,6 +130,21 @@ CATALOGUE: tuple[Mutant, ...] = (
         "ETL and control",
     ),
     Mutant(
+        "etl-release-any-owner",
+        "the control record's lock is released without its owner condition (a release the "
+        "SDK sends again, its answer lost, drops the lock a duplicate took meanwhile: the "
+        "retry transforms beside it)",
+        "handlers/etl.py",
+        '            ConditionExpression="#s = :in_progress AND #w = :owner",\n'
+        '            ExpressionAttributeNames={"#s": "status", "#w": "owner"},\n'
+        '            ExpressionAttributeValues={":in_progress": {"S": IN_PROGRESS}, '
+        '":owner": {"S": owner}},',
+        '            ConditionExpression="#s = :in_progress",\n'
+        '            ExpressionAttributeNames={"#s": "status"},\n'
+        '            ExpressionAttributeValues={":in_progress": {"S": IN_PROGRESS}},',
+        "ETL and control",
+    ),
+    Mutant(
         "etl-deterministic-rewrites",
         "the deterministic strategy rewrites an output it finds published",
         "handlers/etl.py",
@@ -403,6 +418,25 @@ CATALOGUE: tuple[Mutant, ...] = (
         "        return saved <= stopped\n",
         "        return True\n",
         "resumable and step",
+    ),
+    Mutant(
+        "resumable-describe-error-is-ended",
+        "Load takes a holder whose DescribeExecution failed (a throttle, a 5xx) for ended: "
+        "a run arriving while the holder is in a step takes the key over and runs it too",
+        "handlers/resumable.py",
+        """        if aws_code(exc) == "ExecutionDoesNotExist":  # past Step Functions' 90 days""",
+        """        if aws_code(exc) == "ExecutionDoesNotExist" or True:""",
+        "resumable and step",
+    ),
+    Mutant(
+        "durable-describe-error-is-ended",
+        "the durable form's Load takes a holder whose GetDurableExecution failed (a "
+        "throttle, a 5xx) for ended: a run arriving while the holder is in a step takes "
+        "the key over and runs it too",
+        "handlers/resumable.py",
+        """            if aws_code(exc) == "ResourceNotFoundException":  # past the retention""",
+        """            if aws_code(exc) == "ResourceNotFoundException" or True:""",
+        "resumable and durable",
     ),
     Mutant(
         "durable-reruns-done-step",

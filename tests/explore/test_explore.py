@@ -92,14 +92,14 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         lambda: scenarios.ResumableScenario(),
-        "dup@9,dup@16,switch@26,switch@28",
+        "dup@13,dup@20,switch@30,switch@32",
         1719,
         "explorer: a second start of a running execution's name ran the machine again "
         "(AWS starts no second run of a name)",
     ),
     (
         lambda: scenarios.ResumableScenario(),
-        "twin@8,switch@12",
+        "twin@12,switch@16",
         1935,
         "resumable (step-functions, resumable-takeover-unfenced): a failed holder redriven "
         "while a re-run took its key over saved s2 between the re-run's read and its claim; "
@@ -107,7 +107,7 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         lambda: scenarios.ResumableScenario(),
-        "twin@5,switch@8",
+        "twin@9,switch@12",
         1,
         "resumable (step-functions, resumable-redriven-holder-ended): a redriven holder that "
         "saved s2 after its stopDate was taken for ended (DescribeExecution still FAILED); "
@@ -273,7 +273,7 @@ FOUND += [
     (slots, "crash@0,twin@33,crash@57", 279, "sweep-leaves-dead-claims: left FIRING"),
     (
         lambda: scenarios.ResumableScenario(),
-        "twin@10",
+        "twin@14",
         74,
         "resumable-save-without-lease: step s3 ran twice",
     ),
@@ -313,6 +313,27 @@ FOUND += [
         "dup@0",
         5,
         "template-input-without-request-id: a request and its dup were both answered 200",
+    ),
+    (
+        lambda: scenarios.Etl(Strategy.CONTROL_RECORD),
+        "lost@7",
+        60,
+        "etl-release-any-owner: the newer version's release, resent (its answer lost), "
+        "dropped the lock its duplicate took meanwhile; the retry transformed beside it",
+    ),
+    (
+        lambda: scenarios.ResumableScenario(),
+        "throttle@6",
+        44,
+        "resumable-describe-error-is-ended: the arriving run's DescribeExecution throttled, "
+        "it took the key over from the holder in s1: step s1 ran twice",
+    ),
+    (
+        lambda: scenarios.ResumableDurableScenario(),
+        "throttle@4",
+        28,
+        "durable-describe-error-is-ended: the arriving run's GetDurableExecution throttled, "
+        "it took the key over from the holder in s1: step s1 ran twice",
     ),
 ]
 NAMES = [mutant.name for mutant in CATALOGUE]

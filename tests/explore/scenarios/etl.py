@@ -2,12 +2,21 @@
 right; the output written once by the runs that succeeded (a run that failed after its
 write may have written it too), the transform run once by them where a lock promises it;
 a redelivery after completion transforms and writes nothing and answers DUPLICATE; never
-a good input rejected."""
+a good input rejected.
+
+With a lock (control-record), the newer version's first delivery then gives its lock back
+while a duplicate of it may take it (`Etl.handback`): its transform fails once (a
+transient error of its own: retried), a duplicate notification of it arrives then, and its
+invocation starts once that delivery waits; transforms of it take their time. A release
+that is sent again (its answer lost: the SDK resends it) lands after the duplicate took
+the freed lock: only its owner condition keeps it from dropping the duplicate's lock,
+which would let the retry transform beside it."""
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import io
 from collections.abc import Iterator
 from typing import IO, Any
@@ -16,6 +25,7 @@ from exactly_once.handlers import etl, runtime
 from exactly_once.handlers.s3_events import ObjectRef
 from tests.explore.scenarios.base import (
     ARN,
+    Delivery,
     Scenario,
     Verdict,
     World,
@@ -26,12 +36,20 @@ from tooling import events
 
 CSV = b"id,name,amount\n1,alpha,2.5\n2,beta,3\n"
 WRITES = ("PutObject", "CompleteMultipartUpload")
+TRANSFORM_SECONDS = 2.0  # a transform of the newer version, with `handback`, takes this long
+
+
+class TransformFailed(Exception):
+    """The transform's own transient failure (handlers/etl.py: anything but BadInput it
+    raises is retried)."""
 
 
 class Etl(Scenario):
     def __init__(self, strategy: str) -> None:
         self.strategy = strategy
         self.name = f"5 ETL ({strategy})"
+        # the newer version's lock given back beside a duplicate (module docstring)
+        self.handback = strategy == etl.Strategy.CONTROL_RECORD
 
     def clients(self) -> list[Any]:
         return [runtime.client(s) for s in ("s3", "dynamodb", "sqs")]
@@ -72,12 +90,32 @@ class Etl(Scenario):
         put = world.quietly(lambda: s3.put_object(Bucket="explore-in", Key=key, Body=CSV))
         event = events.notification("explore-in", key, put["VersionId"], put["ETag"])
         transformed: collections.Counter[str] = collections.Counter()  # by process
+        newer_transformed: collections.Counter[str] = collections.Counter()
+        failed: list[str] = []  # the newer version's attempt whose transform failed
+        duplicates: list[Delivery] = []  # the newer version's duplicate notification
 
         def transform(source: IO[bytes], obj: ObjectRef) -> Iterator[bytes]:
-            if obj.version_id == put["VersionId"]:  # (the newer version's are its own)
-                process = world.injector.processes.me()
-                transformed[process.name if process else ""] += 1
+            process = world.injector.processes.me()
+            name = process.name if process else ""
+            if obj.version_id == put["VersionId"]:
+                transformed[name] += 1
+            elif self.handback:  # the newer version's
+                world.clock.sleep(TRANSFORM_SECONDS)
+                if not failed:
+                    failed.append(name)
+                    world.injector.processes.spawn("duplicate", duplicate)
+                    raise TransformFailed("the newer version's first transform failed")
+                newer_transformed[name] += 1
             yield from self.transform(source, obj)
+
+        def duplicate() -> None:
+            """The newer version's notification again (S3 "event notifications are
+            designed to be delivered at least once", User Guide, "Amazon S3 Event
+            Notifications"): another asynchronous invocation of it, a request id of its
+            own, starting once the delivery it duplicates waits (its SDK's back-off
+            between two sends, its source's retry delay)."""
+            world.injector.processes.switch()
+            duplicates.append(self.deliver(world, "duplicate", function, event2, "r-duplicate"))
 
         def handler(event: Any, context: Any) -> Any:
             [result] = etl.transform_once(event, transform, self.config, context)["results"]
@@ -89,13 +127,8 @@ class Etl(Scenario):
         put2 = world.quietly(
             lambda: s3.put_object(Bucket="explore-in", Key=key, Body=CSV + b"3,gamma,4\n")
         )
-        newer = self.deliver(
-            world,
-            "newer",
-            function,
-            events.notification("explore-in", key, put2["VersionId"], put2["ETag"]),
-            "r-newer",
-        )
+        event2 = events.notification("explore-in", key, put2["VersionId"], put2["ETag"])
+        newer = self.deliver(world, "newer", function, event2, "r-newer")
 
         def verdict() -> list[str]:
             ref2 = ObjectRef("explore-in", key, put2["VersionId"], put2["ETag"])
@@ -141,6 +174,11 @@ class Etl(Scenario):
                 )
             if etl.STRATEGY_OF[self.config.strategy].locking and ok_transforms > 1:
                 violations.append(f"the transform ran {ok_transforms} times in runs that succeeded")
+            newer_ok = sum(n for p, n in newer_transformed.items() if ended.get(p) == "ok")
+            if newer_ok > 1:
+                violations.append(
+                    f"the newer version's transform ran {newer_ok} times in runs that succeeded"
+                )
             again = next(d for d in deliveries if d.who == "again")
             earlier_ok = any(d.ok for d in deliveries if d.who != "again")
             if earlier_ok:
@@ -155,7 +193,11 @@ class Etl(Scenario):
                     violations.append(f"a redelivery after completion answered {again.answer}")
             # a lock held (ours, or Powertools'), or S3's conflict: retried later
             waits = ("InProgress", "IdempotencyAlreadyInProgressError")
-            return violations + unexcused_failures(world, [*deliveries, newer], waits)
+            # (the newer version's first transform fails by design)
+            attempts = [a for a in newer.attempts if a not in failed]
+            newer_checked = dataclasses.replace(newer, attempts=attempts)
+            checked = [*deliveries, newer_checked, *duplicates]
+            return violations + unexcused_failures(world, checked, waits)
 
         return verdict
 

@@ -3,10 +3,13 @@ once) is re-run (`ops rerun`: the next attempt's name) until it completes; the s
 machine form's failed run is also redriven (RedriveExecution, from its failed step) while
 the re-run is in flight (at the twin point) or after it; then a duplicate run after
 completion. While a run is redriven, DescribeExecution still answers its failure
-(eventually consistent: machine.ended). Each step's effect happens once, more only where
-a fault made it ambiguous (at its invoke, in its checkpoint write, or a redrive restarting
-at it: documented at least once); the key ends completed; a run after completion runs no
-step."""
+(eventually consistent: machine.ended). The first step's first run takes its time, and
+another run of the key (a second operator's start) arrives meanwhile: its Load finds the
+key held and describes the holder, and whatever that description answers (a throttle, a
+5xx), a holder still running is never taken for ended (`arrival`). Each step's effect
+happens once, more only where a fault made it ambiguous (at its invoke, in its checkpoint
+write, or a redrive restarting at it: documented at least once); the key ends completed;
+a run after completion runs no step."""
 
 from __future__ import annotations
 
@@ -26,6 +29,29 @@ from tests.explore.scenarios.base import ARN, WAIT, Scenario, Verdict, World, cl
 
 CHECKPOINT_FN = ARN.format("lambda", "function:checkpoint")
 STEPS = ("s1", "s2", "s3")
+STEP_SECONDS = 20.0  # the first step's first run (within its function's 30 s timeout)
+
+
+def arrival(world: World, start: Callable[[], Any]) -> None:
+    """The first step's first run takes STEP_SECONDS, and another run of the key arrives
+    as it begins (`start`: a process of its own, run at once; it fails at its Load, and
+    nobody redrives it), while the holder runs.
+
+    Its Load finds the key held and describes the holder. Besides the status, the API
+    references list what that call may answer: DescribeExecution (Step Functions API
+    Reference) ExecutionDoesNotExist, InvalidArn and the Kms* errors; GetDurableExecution
+    (Lambda API Reference) ResourceNotFoundException, InvalidParameterValueException,
+    ServiceException (500), TooManyRequestsException (429) and the Kms* errors; and every
+    API the common errors, AccessDeniedException, ThrottlingException (400),
+    ServiceUnavailable (503), InternalFailure (500). Only ExecutionDoesNotExist and
+    ResourceNotFoundException say the holder is gone; the rest say nothing of it. The
+    schedules' `throttle` and `fail` at that call (every send throttled, or 503) make the
+    Load wait out the SDK's back-off while the holder is still in its step: a Load that
+    took the failure for an ended holder takes the key over and runs the step beside it.
+    (Without the step's time, the holder saves the step during that back-off, and the
+    takeover's fence on saved_at refuses it: the defect would go unseen.)"""
+    world.injector.processes.spawn("arrival", start)
+    world.clock.sleep(STEP_SECONDS)
 
 
 class StepBroken(Exception):
@@ -97,6 +123,7 @@ class ResumableScenario(Scenario):
         sfn = runtime.client("stepfunctions")
         effects: collections.Counter[str] = collections.Counter()
         broken = {"s2"}  # fails its first call, for good: the run fails there
+        slow = {STEPS[0]}  # its first run takes its time: another run arrives meanwhile
 
         def checkpoint(payload: dict[str, Any], context: Any) -> Any:
             if payload["action"] == "load":
@@ -108,6 +135,9 @@ class ResumableScenario(Scenario):
                 if name in broken:
                     broken.discard(name)
                     raise StepBroken(f"{name} failed")
+                if name in slow:
+                    slow.discard(name)
+                    arrival(world, lambda: launch(f"{tag}-x"))
                 effects[name] += 1
                 return {"step": name}
 
@@ -125,7 +155,10 @@ class ResumableScenario(Scenario):
         runs: dict[str, Any] = {}  # by execution name
 
         def start(attempt: int) -> Any:
-            name = tag if attempt == 0 else f"{tag}-r{attempt}"
+            return launch(tag if attempt == 0 else f"{tag}-r{attempt}", redriven=True)
+
+        def launch(name: str, redriven: bool = False) -> Any:
+            """A run named `name`; `redriven`: if it fails, it is redriven later."""
             if name in runs:  # the name is taken (running or ended): no second run starts
                 return runs[name] or Run()
             arn = world.quietly(
@@ -136,7 +169,7 @@ class ResumableScenario(Scenario):
             runs[name] = None  # running: a start of the name meanwhile is the same execution
             run = runs[name] = model.run(arn, {"orderId": tag})
             ended(arn, run, world.clock.now)
-            if run.status == "FAILED":
+            if run.status == "FAILED" and redriven:
                 failed.append((arn, run))
             return run
 
@@ -225,7 +258,8 @@ class FakeDurableContext:
 
 class ResumableDurableScenario(Scenario):
     """Pattern 4 as a durable function: the same runs as the state machine form (a step
-    failing for good once, re-runs, a duplicate run after completion), each invocation of
+    failing for good once, re-runs, another run arriving while the first step's first run
+    takes its time, a duplicate run after completion), each invocation of
     the durable handler a Lambda invocation (it may crash or time out: it is invoked again
     and replays its checkpointed steps); its steps invoked through the real step client
     (handlers/resumable_durable.py: step_client) into the Lambda model; no redrive
@@ -277,6 +311,7 @@ class ResumableDurableScenario(Scenario):
             retention_seconds=86400,
         )
         broken = {"s2": 3}  # fails all three tries of its first run: the run fails there
+        slow = {STEPS[0]}  # its first run takes its time: another run arrives meanwhile
         effects: collections.Counter[str] = collections.Counter()
 
         def step(name: str) -> Callable[[Any, Any], Any]:
@@ -284,6 +319,9 @@ class ResumableDurableScenario(Scenario):
                 if broken.get(name):
                     broken[name] -= 1
                     raise StepBroken(f"{name} failed")
+                if name in slow:
+                    slow.discard(name)
+                    arrival(world, lambda: execute(f"{tag}-x"))
                 effects[name] += 1
                 return {"step": name}
 
