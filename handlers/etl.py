@@ -366,7 +366,10 @@ class ControlRecord(EtlStrategy):
     def process(
         self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
     ) -> dict[str, Any]:
-        owner = getattr(context, "aws_request_id", "local")
+        # One owner per attempt, not the request id alone: Lambda retries an event under
+        # the same request id, and a timed-out attempt may still run beside its retry (its
+        # release, resent by the SDK after a lost answer, would drop the retry's lock).
+        owner = f"{getattr(context, 'aws_request_id', 'local')}/{uuid.uuid4().hex[:12]}"
         existing = acquire(config, ref, owner, _remaining_ms(context))
         if existing is not None:
             return {"status": DUPLICATE, "output": existing["output"]["S"]}

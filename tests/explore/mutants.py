@@ -145,6 +145,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         "ETL and control",
     ),
     Mutant(
+        "etl-owner-is-request-id",
+        "the control record's lock is owned by the request id alone (Lambda's retry keeps "
+        "it: an attempt that timed out and runs on releases its retry's lock)",
+        "handlers/etl.py",
+        "owner = f\"{getattr(context, 'aws_request_id', 'local')}/{uuid.uuid4().hex[:12]}\"",
+        'owner = getattr(context, "aws_request_id", "local")',
+        "ETL and control",
+    ),
+    Mutant(
         "etl-deterministic-rewrites",
         "the deterministic strategy rewrites an output it finds published",
         "handlers/etl.py",

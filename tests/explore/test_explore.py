@@ -322,6 +322,13 @@ FOUND += [
         "dropped the lock its duplicate took meanwhile; the retry transformed beside it",
     ),
     (
+        lambda: scenarios.Etl(Strategy.CONTROL_RECORD),
+        "lostall@7",
+        62,
+        "etl-owner-is-request-id: a release resent (its answers lost) under the request id "
+        "its retry shares dropped the retry's lock; the duplicate transformed beside it",
+    ),
+    (
         lambda: scenarios.ResumableScenario(),
         "throttle@6",
         44,

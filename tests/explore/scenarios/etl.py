@@ -113,9 +113,12 @@ class Etl(Scenario):
             designed to be delivered at least once", User Guide, "Amazon S3 Event
             Notifications"): another asynchronous invocation of it, a request id of its
             own, starting once the delivery it duplicates waits (its SDK's back-off
-            between two sends, its source's retry delay)."""
+            between two sends, its source's retry delay). In every other schedule it has
+            the same request id: Lambda's own retry of the event, which keeps the id, beside
+            an attempt that timed out and runs on (the lock's owner must tell them apart)."""
             world.injector.processes.switch()
-            duplicates.append(self.deliver(world, "duplicate", function, event2, "r-duplicate"))
+            request_id = "r-newer" if world.rng.random() < 0.5 else "r-duplicate"
+            duplicates.append(self.deliver(world, "duplicate", function, event2, request_id))
 
         def handler(event: Any, context: Any) -> Any:
             [result] = etl.transform_once(event, transform, self.config, context)["results"]
