@@ -56,9 +56,14 @@ class Table:
     `watch(injector)`: it reads each written item back (a look, not a call) after every
     write that took effect, whoever made it."""
 
-    def __init__(self, name: str, key: str, client: Callable[[], Any], clock: Any = None) -> None:
+    def __init__(
+        self, name: str, key: str, client: Callable[[], Any], clock: Any = None, far: bool = False
+    ) -> None:
         self.name = name
         self.key = key
+        # how far behind a stale index read is: each item's last write unseen, or (`far`)
+        # every write after the item's first (an index under write back-pressure)
+        self.far = far
         self.client = client
         self.clock = clock  # (.now) when each write landed
         # key -> (when, image) of each write, oldest first (None: absent)
@@ -76,14 +81,16 @@ class Table:
     def _view(self, call: Call) -> tuple[dict[str, Any], dict[str, Any]]:
         """(key -> image the lagging index lists, key -> image the table's latest), of the
         items this schedule wrote whose lagging view differs from their latest: the index
-        has not seen each item's last write yet, however long ago it was (an index under
-        write back-pressure may fall far behind: DynamoDB developer guide, "GSI write
-        throttling and back pressure")."""
+        has not seen each item's last write yet, however long ago it was, or (`far`) any
+        write after its first (an index under write back-pressure may fall far behind:
+        DynamoDB developer guide, "GSI write throttling and back pressure"): a message
+        fired and ended may still be listed as it was registered."""
         matches = _condition(call.params)
         lagging: dict[str, Any] = {}
         latest: dict[str, Any] = {}
         for key, history in self.images.items():
-            old, new = history[-2][1] if len(history) > 1 else None, history[-1][1]
+            behind = 1 if self.far else len(history) - 2
+            old, new = history[behind][1] if len(history) > 1 else None, history[-1][1]
             if bool(old and matches(old)) != bool(new and matches(new)):
                 lagging[key] = old if old and matches(old) else None
                 latest[key] = new

@@ -200,6 +200,16 @@ CATALOGUE: tuple[Mutant, ...] = (
         'Item=item, ConditionExpression="attribute_exists(pk) OR attribute_not_exists(pk)"',
         "scheduler",
     ),
+    Mutant(
+        "stream-own-execution-for-joined",
+        "a late stream record of a message written in time for its slot starts an execution "
+        "of its own after the slot fired it (finding 7 of the targets issue: a slot of one "
+        "paid for nothing)",
+        "handlers/scheduler.py",
+        "    indexed = written is not None and written + 1 <= slots.join_by(slot)\n",
+        "    indexed = False\n",
+        "slot",
+    ),
     # -- pattern 3: the slot clock -------------------------------------------------------------
     Mutant(
         "slot-claim-any-firing",
@@ -364,6 +374,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         '            unseen = code == "InternalFailure"',
         "            unseen = False",
         "scheduler and not slot and not cancelled",
+    ),
+    Mutant(
+        "sweep-moves-any-status",
+        "the sweep moves a message its RESERVED lane lists to STANDBY whatever its status (a "
+        "lagging index still listing a fired or cancelled one revives it)",
+        "handlers/scheduler_sweep.py",
+        "        moved = transition(config, message_id, (Status.RESERVED,), Status.STANDBY)",
+        "        moved = transition(config, message_id, tuple(Status), Status.STANDBY)",
+        "scheduler",
     ),
     Mutant(
         "sweep-leaves-dead-claims",
