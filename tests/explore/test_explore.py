@@ -29,9 +29,23 @@ def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("METRICS_DISABLED", "1")
 
 
+# A part's seconds on a quiet core at CI's count (measured at the commit that wrote them):
+# the tier's order, heaviest first (tests/explore/conftest.py), and nothing else.
+SECONDS = {
+    "3 scheduler": 52,
+    "4 resumable (step-functions)": 45,
+    "3 scheduler, slot clock": 35,
+    "3 scheduler, cancelled anywhere": 20,
+    "4 resumable (durable-function)": 19,
+    "5 ETL (control-record)": 15,
+    "5 ETL (powertools)": 12,
+}
 PARTS = [
     pytest.param(
-        scenario, (index, scenario.parts), id=f"{scenario.name} [{index + 1}/{scenario.parts}]"
+        scenario,
+        (index, scenario.parts),
+        id=f"{scenario.name} [{index + 1}/{scenario.parts}]",
+        marks=pytest.mark.heavy(SECONDS.get(scenario.name, 8)),
     )
     for scenario in explorer.all_scenarios()
     for index in range(scenario.parts)

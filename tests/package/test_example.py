@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.package.test_wheel import COMPONENT_NAMES, ROOT, run_program, users_project
 
 
+@pytest.mark.heavy(30)
 def test_the_python_example_installs_as_its_readme_says_and_deploys(tmp_path: Path) -> None:
     example = ROOT / "examples" / "python"
     readme = (example / "README.md").read_text()

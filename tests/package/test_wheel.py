@@ -219,6 +219,7 @@ def at_minimums(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
     return python
 
 
+@pytest.mark.heavy(25)
 def test_at_the_minimum_versions_every_component_deploys_and_the_schema_is_the_same(
     at_minimums: str, tmp_path: Path
 ) -> None:
@@ -304,6 +305,7 @@ def test_the_version_has_one_home() -> None:
     assert declared == VERSION and schema()["version"] == schema_version(declared)
 
 
+@pytest.mark.heavy(22)
 def test_every_aws_api_the_handlers_call_is_in_the_oldest_botocore_or_declared_newer(
     at_minimums: str, tmp_path: Path
 ) -> None:
