@@ -103,10 +103,12 @@ def request_template(state_machine_arn: str, key_source: str) -> str:
 #set($keyJson = {json_string("$key")})
 #set($document = "{{${{q}}key${{q}}:${{q}}${{keyJson}}${{q}},${{q}}attempt${{q}}:${{attempt}},${{q}}requestId${{q}}:${{q}}$context.requestId${{q}},${{q}}body${{q}}:$input.json('$')}}")
 ## Refusals start nothing and answer 400 (CLIENT_ERROR_TEMPLATE): input that is not JSON
-## (InvalidExecutionInput) for a missing key or a bad attempt; a name over 80 characters
-## (InvalidName or ValidationException) for a key too long to name injectively. Both come
-## after IAM has allowed the call: the ARN is the real one.
-#if($key == "" || !$attemptValid)#set($document = "{INVALID_REQUEST}")#end
+## (InvalidExecutionInput) for a missing key or a bad attempt, under a name of this request's
+## own (whichever StartExecution checks first, the name or the input, no execution has that
+## name: never a 409 for another request's); a name over 80 characters (InvalidName or
+## ValidationException) for a key too long to name injectively. Both come after IAM has
+## allowed the call: the ARN is the real one.
+#if($key == "" || !$attemptValid)#set($document = "{INVALID_REQUEST}")#set($name = "{INVALID_REQUEST}-$context.requestId")#end
 {{
   "stateMachineArn": "{state_machine_arn}",
   "name": "$name",

@@ -366,9 +366,10 @@ class ControlRecord(EtlStrategy):
     def process(
         self, config: EtlSettings, ref: ObjectRef, transform: Transform, context: Any
     ) -> dict[str, Any]:
-        # One owner per attempt, not the request id alone: Lambda retries an event under
-        # the same request id, and a timed-out attempt may still run beside its retry (its
-        # release, resent by the SDK after a lost answer, would drop the retry's lock).
+        # One owner per invocation, not the request id alone: two invocations may carry one
+        # request id (Lambda's retries of an event do), a request sent before an attempt
+        # ended may land after its successor began, and callers with no Lambda context all
+        # had "local". A release by another owner never drops this one's lock.
         owner = f"{getattr(context, 'aws_request_id', 'local')}/{uuid.uuid4().hex[:12]}"
         existing = acquire(config, ref, owner, _remaining_ms(context))
         if existing is not None:

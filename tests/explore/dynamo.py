@@ -82,9 +82,11 @@ class Table:
         """(key -> image the lagging index lists, key -> image the table's latest), of the
         items this schedule wrote whose lagging view differs from their latest: the index
         has not seen each item's last write yet, however long ago it was, or (`far`) any
-        write after its first (an index under write back-pressure may fall far behind:
-        DynamoDB developer guide, "GSI write throttling and back pressure"): a message
-        fired and ended may still be listed as it was registered."""
+        write after its first: a message fired and ended may still be listed as it was
+        registered. (DynamoDB developer guide, "Global secondary indexes": changes reach an
+        index "within a fraction of a second, under normal conditions. However, in some
+        unlikely failure scenarios, longer propagation delays might occur"; `far` is a
+        deliberate worst case.)"""
         matches = _condition(call.params)
         lagging: dict[str, Any] = {}
         latest: dict[str, Any] = {}

@@ -474,10 +474,15 @@ class Refused(Exception):
 
 
 # -- answers on the wire ---------------------------------------------------------------------
-def error_response(url: str, operation: Any, code: str, status: int) -> AWSResponse:
+def error_response(
+    url: str,
+    operation: Any,
+    code: str,
+    status: int,
+    message: str = "injected by the fault explorer",
+) -> AWSResponse:
     """An AWS error answer as `operation`'s protocol writes it (botocore parses it back)."""
     protocol = operation.service_model.protocol
-    message = "injected by the fault explorer"
     headers = {"x-amzn-RequestId": "explore"}
     if protocol in ("json", "rest-json"):
         headers |= {"x-amzn-ErrorType": code, "Content-Type": "application/x-amz-json-1.0"}

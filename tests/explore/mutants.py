@@ -522,4 +522,13 @@ CATALOGUE: tuple[Mutant, ...] = (
         "${{q}}requestId${{q}}:${{q}}-${{q}}",
         "api",
     ),
+    Mutant(
+        "template-refusal-under-the-keys-name",
+        "a refused request (a bad X-Attempt) is sent under its key's name: where StartExecution "
+        "checks the name before the input, it answers the key's execution's 409, not 400",
+        "components/api_templates.py",
+        '#set($name = "{INVALID_REQUEST}-$context.requestId")#end',
+        "#end",
+        "api",
+    ),
 )

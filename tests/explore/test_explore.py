@@ -331,6 +331,12 @@ FOUND += [
         "template-input-without-request-id: a request and its dup were both answered 200",
     ),
     (
+        lambda: scenarios.ApiStarter(),
+        "error@1",
+        6,
+        "template-refusal-under-the-keys-name: a bad X-Attempt answered the key's 409",
+    ),
+    (
         lambda: scenarios.Etl(Strategy.CONTROL_RECORD),
         "lost@7",
         60,

@@ -171,6 +171,31 @@ def test_a_retryable_failure_releases_the_lock(
     assert records() == []  # the next delivery need not wait for the lock to expire
 
 
+def test_two_invocations_with_one_request_id_own_the_lock_apart(
+    world: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lambda's retries keep the request id: an earlier invocation's release (sent again
+    after a lost answer) must not drop a later one's lock."""
+    config = settings("control-record")
+    event = notification("k.csv")
+    owners: list[str] = []
+    acquire = etl.acquire
+
+    def recorded(config: etl.EtlSettings, ref: Any, owner: str, remaining_ms: int) -> Any:
+        owners.append(owner)
+        return acquire(config, ref, owner, remaining_ms)
+
+    monkeypatch.setattr(etl, "acquire", recorded)
+    run(config, event, context("same-id"))
+    run(config, event, context("same-id"))
+    assert len(set(owners)) == 2 and all(o.startswith("same-id/") for o in owners)
+    [other] = object_refs(notification("other.csv"))
+    assert acquire(config, other, owners[1], remaining_ms=30_000) is None  # the later one's
+    etl.release(config, other, owners[0])  # the earlier one's release, landing late
+    held = [r["owner"]["S"] for r in records() if r["id"]["S"] == other.identity]
+    assert held == [owners[1]]
+
+
 @pytest.mark.parametrize("strategy", etl.STRATEGIES)
 def test_malformed_input_is_recorded_dead_lettered_once_and_never_written(
     world: dict[str, str], strategy: str, monkeypatch: pytest.MonkeyPatch

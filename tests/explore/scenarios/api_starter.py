@@ -79,7 +79,7 @@ from botocore.exceptions import ClientError, ReadTimeoutError
 
 from exactly_once.components import api_starter, api_templates
 from exactly_once.handlers.names import MAX_ATTEMPT
-from tests.explore.faults import Call, Refused
+from tests.explore.faults import Call, Refused, error_response
 from tests.explore.scenarios.base import CONCURRENCY, WAIT, Scenario, Verdict, World
 from tests.vtl import render
 from tooling import events
@@ -193,13 +193,26 @@ class Gateway:
         machine = stepfunctions_backends[account][region].describe_state_machine(self.machine)
         return {execution.name: execution for execution in machine.executions}
 
-    def arrives(self, call: Call, request: Any) -> None:
-        """(A model that answers nothing) a StartExecution of the machine reaching Step
-        Functions: whether its name had an execution then."""
+    def arrives(self, call: Call, request: Any) -> Any:
+        """A StartExecution of the machine reaching Step Functions: whether its name had an
+        execution then. Its answer is moto's, but for one order moto fixes and AWS does not
+        document: moto checks the input before the name; here a name that has an execution
+        answers ExecutionAlreadyExists whatever the input (a refused request whose name
+        were another's would get that execution's 409)."""
         if call.operation == "StartExecution" and call.params.get("stateMachineArn") == (
             self.machine
         ):
             self._sent.existed = call.params.get("name") in self.executions()
+            try:
+                json.loads(str(call.params.get("input", "{}")))
+            except ValueError:
+                if self._sent.existed:
+                    model = self.sfn.meta.service_model.operation_model("StartExecution")
+                    message = f"Execution Already Exists: '{call.params.get('name')}'"
+                    return error_response(
+                        request.url, model, "ExecutionAlreadyExists", 400, message
+                    )
+        return None
 
     # -- API Gateway ------------------------------------------------------------------------
     def post(self, request: Request, body: str) -> Answer:

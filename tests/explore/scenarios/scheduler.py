@@ -57,6 +57,7 @@ from tests.explore.scenarios.base import (
     Verdict,
     World,
     clocked,
+    faulted,
     unexcused_failures,
 )
 
@@ -646,11 +647,11 @@ class SchedulerScenario(Scenario):
                 found = verdict_of(
                     final, fired, ambiguous, unseen, message_publish, channel_of(i), self.budget
                 )
-                failed_sweeps = all(
-                    name in world.lambdas.failures
-                    for name in self.sweeps_since_waiting(world, message_id, swept)
-                )
-                if final and final["status"] in ("RESERVED", "STANDBY") and failed_sweeps:
+                if (
+                    final
+                    and final["status"] in ("RESERVED", "STANDBY")
+                    and self.swept_in_vain(world, message_id, swept)
+                ):
                     # every sweep since the message last went back to waiting failed (an
                     # outage of the table): a message only a sweep moves or restarts waits
                     # for one that works (the sweep-failed alarm)
@@ -674,7 +675,9 @@ class SchedulerScenario(Scenario):
                     found += self.resent_unseen(world, message_id, fired_by.get(message_id, []))
                 violations += [f"{message_id[:8]}: {v}" for v in found]
             if self.slots:
-                violations += self.own_executions_after_the_end(world, table, ids)
+                violations += self.own_executions_after_the_end(
+                    world, table, ids, config.state_machine_arn
+                )
             # ClaimsFailed: claims not sent in time, given back for the retry
             out_of_time = ("ClaimsFailed",)
             deliveries = self.deliveries_of(attempts)
@@ -715,18 +718,27 @@ class SchedulerScenario(Scenario):
         return count
 
     @staticmethod
-    def sweeps_since_waiting(world: World, message_id: str, swept: list[str]) -> list[str]:
-        """The sweeps that began after the message last went back to STANDBY (a slot that
-        gave it back: a send it could not count, a claim it released), or all of them."""
+    def swept_in_vain(world: World, message_id: str, swept: list[str]) -> bool:
+        """Whether the message was left waiting by faults alone: there were sweeps after it
+        last went back to STANDBY (a slot that gave it back: a send it could not count, a
+        claim it released), or after its registration, and every one of them failed with
+        a fault injected into it; and it never ended before (an ended message is never
+        waiting again)."""
         key = f"MESSAGE#{message_id}"
-        back = [
-            c.index for c in world.injector.calls if writes(c, key, "STANDBY") and c.took_effect
-        ]
+        calls = world.injector.calls
+        back = [c.index for c in calls if writes(c, key, "STANDBY") and c.took_effect]
         since = max(back, default=-1)
-        return [name for name in swept if world.lambdas.spans.get(name, (since + 1,))[0] > since]
+        if any(c.index < since and c.took_effect and final_write(c, key) for c in calls):
+            return False
+        later = [n for n in swept if world.lambdas.spans.get(n, (since + 1,))[0] > since]
+        return bool(later) and all(
+            name in world.lambdas.failures and faulted(world, name) for name in later
+        )
 
     @staticmethod
-    def own_executions_after_the_end(world: World, table: Table, ids: list[str]) -> list[str]:
+    def own_executions_after_the_end(
+        world: World, table: Table, ids: list[str], machine: str
+    ) -> list[str]:
         """A message whose every STANDBY record was written before its slot's cutoff is in
         the index its slot reads: once it has ended, a late stream record of it (a
         redelivery) starts no execution of its own, a slot of one whose claim finds it
@@ -759,6 +771,7 @@ class SchedulerScenario(Scenario):
                 for c in calls
                 if c.service == "stepfunctions"
                 and c.operation == "StartExecution"
+                and c.params.get("stateMachineArn") == machine  # (not a target's delivery)
                 and c.params.get("name") == message_id
                 and 200 in c.answers
             ]
