@@ -110,6 +110,7 @@ def explore(
                         stale_after.extend(outages_after(faults, calls))
                         if scenario.handovers:
                             stale_after.extend(handovers_after(faults, calls))
+                        stale_after.extend(scenario.after_single(faults, calls))
                     if stop_at_first and report.violations:
                         return
             if progress:

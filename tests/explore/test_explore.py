@@ -285,7 +285,7 @@ FOUND += [
     (plain, "error@2", 10, "slot-express-target-started: an EXPRESS target ended DONE"),
     (plain, "lostall@10", 45, "slot-execution-exists-is-failure: ended FAILED, not DONE"),
     (plain, "error@6", 28, "slot-bus-internal-failure-refused: put on the bus twice"),
-    (slots, "crash@0,twin@33,crash@57", 279, "sweep-leaves-dead-claims: left FIRING"),
+    (slots, "twin@5,crash@15", 114, "sweep-leaves-dead-claims: ended FIRING, not DONE"),
     (plain, "crash@9,stale@32", 227, "sweep-moves-any-status: a stale RESERVED entry revived it"),
     (
         lambda: scenarios.ResumableScenario(),

@@ -21,7 +21,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from tests.explore.faults import Call, Clock, Injector
+from tests.explore.faults import Call, Clock, Fault, Injector
 from tests.explore.lambdas import Function, Lambdas
 
 ARN = "arn:aws:{}:us-east-1:123456789012:{}"
@@ -74,6 +74,11 @@ class Scenario:
     def clients(self) -> list[Any]:
         """Every client the handlers call AWS through (the explorer attaches them)."""
         raise NotImplementedError
+
+    def after_single(self, faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
+        """Schedules of the scenario's own, grown from a single fault's run (`calls`):
+        where its guards need two faults that the random schedules seldom pair."""
+        return []
 
     def setup(self) -> None:
         raise NotImplementedError

@@ -45,7 +45,7 @@ from exactly_once.handlers import (
 )
 from exactly_once.handlers.targets import FIFO_WINDOW_SECONDS
 from tests.explore.dynamo import EventSourceMapping, Table
-from tests.explore.faults import error_response, json_response
+from tests.explore.faults import Call, Fault, error_response, json_response
 from tests.explore.lambdas import DIED, TIMED_OUT, Failure
 from tests.explore.machine import Machine, ended, integration_client
 from tests.explore.scenarios.base import (
@@ -272,6 +272,24 @@ class SchedulerScenario(Scenario):
             for s in ("dynamodb", "lambda", "sqs", "stepfunctions", "events")
         ]
         return [*found, scheduler_slots._renewals(), self.integration]
+
+    def after_single(self, faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
+        """The slot clock: after a duplicated clock or a restart beside it (`twin`, `dup`:
+        an invocation no Step Functions execution retries), its sandbox dying after each
+        claim it made: only the sweep's restart takes those messages up."""
+        [fault] = faults
+        if not self.slots or fault.kind not in ("twin", "dup"):
+            return []
+        beside = ("a-duplicated-clock", scheduler_slots.RESTART_MARK)
+        return [
+            (fault, Fault(c.index, "crash"))
+            for c in calls
+            if c.index > fault.call
+            and any(mark in name for name in c.lineage for mark in beside)
+            and c.operation == "UpdateItem"
+            and "FIRING" in json.dumps(c.params.get("ExpressionAttributeValues", {}))
+            and re.search(r"SET #s = ", str(c.params.get("UpdateExpression", "")))
+        ]
 
     def setup(self) -> None:
         iam = runtime.client("iam")
