@@ -233,6 +233,14 @@ FOUND: list[tuple[Any, str, int, str]] = [
         "message back to STANDBY, and every sweep after that failed; the excuse for sweeps "
         "that all failed counted the first one, which ran before",
     ),
+    (
+        lambda: scenarios.SchedulerScenario(reserved=True),
+        "fail@10,fail@11",
+        444,
+        "explorer (scripts/explore 8000): an EXPRESS target's refusal, its final write "
+        "failing both tries, was judged a violation (left FIRING for the Overdue alarm, as "
+        "any final write that cannot be recorded)",
+    ),
 ]
 
 
