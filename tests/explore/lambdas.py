@@ -8,15 +8,19 @@ What it follows (AWS Lambda developer guide):
   `errorType` and `errorMessage` in the payload. A function that runs out of time answers
   errorType `Sandbox.Timedout` ("Troubleshoot invocation issues in Lambda"); a sandbox
   that dies, `Runtime.ExitError`.
-- A timed-out invocation is not rolled back and may still be running when its caller or
-  source moves on ("Error handling and automatic retries": make functions idempotent, an
-  event may be processed more than once): the timeout detaches it, and it finishes later,
+- A timed-out invocation is not rolled back: the call it was sending still lands, after
+  its caller or source moved on; then its sandbox is reset ("Understand the Lambda
+  execution environment lifecycle": on a timeout "Lambda shuts down the runtime") and it
+  sends nothing more (`timeout`). (The model lets the SDK's own resends of that last call
+  out too, a little more than AWS would.) An invocation whose caller stopped waiting (its
+  answer lost, its caller timed out: `lost`, `orphan`) runs on to its own end,
   interleaved with whatever runs next.
 - Asynchronous invocation ("How Lambda handles errors and retries with asynchronous
   invocation"): a failed event is retried twice, one minute and then two minutes later,
   with the same request id; after the last, the on-failure destination (or DLQ) keeps it.
   The event queue is eventually consistent: "your function might receive the same event
-  more than once", the duplicate with the same request id (`dup`).
+  more than once". Whether such a duplicate keeps the request id is not documented: `dup`
+  gives it the same one (the harder case for anything keyed by the id), `twin` another.
 - Step Functions' Lambda task ("Handle Lambda service exceptions", Step Functions
   developer guide): a function's error is reported under its errorType; unhandled errors,
   out-of-memory and timeouts as `Lambda.Unknown` (`Sandbox.Timedout` from runtimes that
