@@ -1,6 +1,7 @@
 """Hooks of the whole run, loaded by every test process (pytest-xdist's controller, which
-collects nothing, included): the e2e run's start and end (tests/e2e/session.py), and the
-fault explorer's figures, printed at the end whichever process explored."""
+collects nothing, included): the e2e run's start and end (tests/e2e/session.py), the
+tier's order (heaviest first), and the fault explorer's figures, printed at the end
+whichever process explored."""
 
 from __future__ import annotations
 
@@ -21,6 +22,19 @@ def _starts_the_run(config: pytest.Config) -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if _starts_the_run(config):
         e2e.begin()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The heaviest tests first (`heavy(seconds)`), the rest as collected. pytest-xdist's
+    worksteal hands each worker a contiguous share and lets an idle one take the end of
+    another's: with the long explorer parts at the front, the tier ends on short tests,
+    both workers busy to the end, not one waiting on the other's last long part."""
+
+    def weight(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("heavy")
+        return float(marker.args[0]) if marker else 0.0
+
+    items.sort(key=weight, reverse=True)  # (stable: the rest keep their order)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

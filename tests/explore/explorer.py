@@ -108,8 +108,6 @@ def explore(
                     if learn:
                         stale_after.extend(stale_reads_after(faults, calls))
                         stale_after.extend(outages_after(faults, calls))
-                        if scenario.handovers:
-                            stale_after.extend(handovers_after(faults, calls))
                         stale_after.extend(scenario.after_single(faults, calls))
                     if stop_at_first and report.violations:
                         return
@@ -140,28 +138,6 @@ def stale_reads_after(faults: tuple[Fault, ...], calls: list[Call]) -> list[tupl
         return []
     reads = [c.index for c in calls if c.index > fault.call and c.stale_differs]
     return [(fault, Fault(at, "stale")) for at in reads]
-
-
-HANDOVER_REACH = 4  # calls after a second run starts at which control may change hands
-
-
-def handovers_after(faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
-    """A second run beside the first (a twin, a dup), then control handed over at each of
-    the next few calls: where two runs of one key race a read against a write. The random
-    schedules reach a given pair about once in a thousand; a scenario whose guards live
-    there (a lease, a fence) asks for them all (`Scenario.handovers`)."""
-    [fault] = faults
-    last = max((c.index for c in calls), default=fault.call)
-
-    def after(at: int) -> range:
-        return range(at + 1, min(at + HANDOVER_REACH, last) + 1)
-
-    if fault.kind in ("twin", "dup"):
-        return [(fault, Fault(at, "switch")) for at in after(fault.call)]
-    if fault.kind in ("timeout", "crash"):  # a run that died, its retry raced by a twin
-        twin = fault.call + 1
-        return [(fault, Fault(twin, "twin"), Fault(at, "switch")) for at in after(twin)]
-    return []
 
 
 def outages_after(faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
@@ -253,7 +229,9 @@ def _lighter_calls() -> Iterator[None]:
     sign = botocore.signers.RequestSigner.sign
     serialize = moto.core.responses.ActionResult.execute_result
 
-    def s3_alone(self: Any, operation_name: str, request: Any, *args: Any, **kwargs: Any) -> None:
+    def signed_unless_unsigned(
+        self: Any, operation_name: str, request: Any, *args: Any, **kwargs: Any
+    ) -> None:
         if self._service_id.hyphenize() not in UNSIGNED:
             sign(self, operation_name, request, *args, **kwargs)
 
@@ -267,7 +245,7 @@ def _lighter_calls() -> Iterator[None]:
 
     with (
         unittest.mock.patch.object(moto.core.responses, "method_names_from_class", listed),
-        unittest.mock.patch.object(botocore.signers.RequestSigner, "sign", s3_alone),
+        unittest.mock.patch.object(botocore.signers.RequestSigner, "sign", signed_unless_unsigned),
         unittest.mock.patch.object(moto.core.responses.ActionResult, "execute_result", as_json),
     ):
         yield

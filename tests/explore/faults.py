@@ -525,6 +525,28 @@ def applicable(call: Call, twins: bool) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+HANDOVER_REACH = 4  # calls after a second run starts at which control may change hands
+
+
+def handovers_after(faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
+    """A second run beside the first (a twin, a dup), then control handed over at each of
+    the next few calls: where two runs of one key race a read against a write. The random
+    schedules reach a given pair about once in a thousand; a scenario whose guards live
+    there (a lease, a fence) asks for them all (its `Scenario.after_single`)."""
+    [fault] = faults
+    last = max((c.index for c in calls), default=fault.call)
+
+    def after(at: int) -> range:
+        return range(at + 1, min(at + HANDOVER_REACH, last) + 1)
+
+    if fault.kind in ("twin", "dup"):
+        return [(fault, Fault(at, "switch")) for at in after(fault.call)]
+    if fault.kind in ("timeout", "crash"):  # a run that died, its retry raced by a twin
+        twin = fault.call + 1
+        return [(fault, Fault(twin, "twin"), Fault(at, "switch")) for at in after(twin)]
+    return []
+
+
 def schedules(
     calls: list[Call],
     seed: int,

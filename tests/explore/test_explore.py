@@ -30,7 +30,7 @@ def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # A part's seconds on a quiet core at CI's count (measured at the commit that wrote them):
-# the tier's order, heaviest first (tests/explore/conftest.py), and nothing else.
+# the tier's order, heaviest first (tests/conftest.py), and nothing else.
 SECONDS = {
     "3 scheduler": 52,
     "4 resumable (step-functions)": 45,

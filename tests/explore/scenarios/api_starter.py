@@ -78,7 +78,6 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, ReadTimeoutError
 
 from exactly_once.components import api_starter, api_templates
-from exactly_once.handlers.names import MAX_ATTEMPT
 from tests.explore.faults import Call, Refused, error_response
 from tests.explore.scenarios.base import CONCURRENCY, WAIT, Scenario, Verdict, World
 from tests.vtl import render
@@ -98,7 +97,7 @@ MEMBERS = ("stateMachineArn", "name", "input", "traceHeader")  # StartExecution'
 METHOD_STATUSES = {int(s) for _, s, _ in api_starter.RESPONSES} | {
     int(s) for s in api_starter.OVERRIDE_STATUSES
 }
-_ATTEMPT = re.compile(f"0|[1-9][0-9]{{0,{len(str(MAX_ATTEMPT)) - 1}}}")  # X-Attempt's rule
+_ATTEMPT = re.compile(api_templates._ATTEMPT)  # X-Attempt's rule, as the template has it
 
 
 def attempt_of(header: str) -> int | None:

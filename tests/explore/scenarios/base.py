@@ -69,7 +69,6 @@ class Scenario:
     name = ""
     twins = True  # the source may deliver the work twice at once (`twin`, `dup`)
     parts = 1  # the test tier explores it in this many parts side by side (a long one)
-    handovers = False  # every twin and dup, with control handed over at each next call
 
     def clients(self) -> list[Any]:
         """Every client the handlers call AWS through (the explorer attaches them)."""

@@ -114,8 +114,9 @@ class Etl(Scenario):
             Notifications"): another asynchronous invocation of it, a request id of its
             own, starting once the delivery it duplicates waits (its SDK's back-off
             between two sends, its source's retry delay). In every other schedule it has
-            the same request id: Lambda's own retry of the event, which keeps the id, beside
-            an attempt that timed out and runs on (the lock's owner must tell them apart)."""
+            the same request id: two invocations may carry one (Lambda's retries of an
+            event do; of a duplicate event, AWS does not say), and the lock's owner must
+            tell them apart."""
             world.injector.processes.switch()
             request_id = "r-newer" if world.rng.random() < 0.5 else "r-duplicate"
             duplicates.append(self.deliver(world, "duplicate", function, event2, request_id))

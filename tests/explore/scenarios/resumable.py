@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from exactly_once.handlers import resumable, resumable_durable, runtime
-from tests.explore.faults import Call, Clock, Injector, json_response
+from tests.explore.faults import Call, Clock, Fault, Injector, handovers_after, json_response
 from tests.explore.lambdas import Failure
 from tests.explore.machine import Machine, Run, ended, integration_client
 from tests.explore.scenarios.base import ARN, WAIT, Scenario, Verdict, World, clocked
@@ -93,7 +93,10 @@ def steps_verdict(
 
 class ResumableScenario(Scenario):
     name = "4 resumable (step-functions)"
-    handovers = True  # (its lease and fence guard a read racing a write: a twin's handover)
+
+    def after_single(self, faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
+        """Its lease and fence guard a read racing a write: every handover of two runs."""
+        return handovers_after(faults, calls)
 
     def clients(self) -> list[Any]:
         return [runtime.client(s) for s in ("dynamodb", "stepfunctions")] + [self.integration]

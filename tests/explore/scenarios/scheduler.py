@@ -286,9 +286,7 @@ class SchedulerScenario(Scenario):
             for c in calls
             if c.index > fault.call
             and any(mark in name for name in c.lineage for mark in beside)
-            and c.operation == "UpdateItem"
-            and "FIRING" in json.dumps(c.params.get("ExpressionAttributeValues", {}))
-            and re.search(r"SET #s = ", str(c.params.get("UpdateExpression", "")))
+            and writes(c, None, "FIRING")
         ]
 
     def setup(self) -> None:
@@ -888,13 +886,13 @@ def is_target_invoke(call: Any, message_id: str) -> bool:
     return bool(json.loads(payload).get("id") == message_id)
 
 
-def writes(call: Any, key: str, status: str) -> bool:
-    """An UpdateItem of the message `key` that sets `status` (not one that only names it
-    in its condition)."""
+def writes(call: Any, key: str | None, status: str) -> bool:
+    """An UpdateItem of the message `key` (None: of any) that sets `status` (not one that
+    only names it in its condition)."""
     if not (
         call.service == "dynamodb"
         and call.operation == "UpdateItem"
-        and call.params.get("Key", {}).get("pk", {}).get("S") == key
+        and key in (None, call.params.get("Key", {}).get("pk", {}).get("S"))
     ):
         return False
     assigned = re.search(r"SET #s = (:\w+)", str(call.params.get("UpdateExpression", "")))
