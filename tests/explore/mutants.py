@@ -393,6 +393,48 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
+        "sweep-firing-pass-unisolated",
+        "the sweep's FIRING pass as 94d2084 had it (finding 6 of the targets issue): one "
+        "message's failing call ends the run before its Overdue datum, restarting nothing",
+        "handlers/scheduler_sweep.py",
+        """    try:
+        for message_id, publish_at in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
+            if run.out_of_time():
+                finished = False
+                break
+            try:  # one message's failing call leaves it to the next run, never the others
+                overdue += consider(message_id)
+            except Exception as exc:
+                log("WARNING", "sweep: left", message_id=message_id, exc=exc)
+                run.failed += 1
+                unread.add(slots.slot_of(publish_at))
+    except Exception as exc:  # an index read failed: what it held waits for the next run
+        log("WARNING", "sweep: FIRING lanes left", exc=exc)
+        run.failed += 1
+        finished = False
+""",
+        """    for message_id, publish_at in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
+        if run.out_of_time():
+            finished = False
+            break
+        overdue += consider(message_id)
+""",
+        "scheduler",
+    ),
+    Mutant(
+        "sweep-overdue-only-when-finished",
+        "a sweep run that left messages (a call that kept failing) fails before its Overdue "
+        "datum: the alarm, its missing data ignored, stays as it was",
+        "handlers/scheduler_sweep.py",
+        """    metrics.emit(PATTERN, Overdue=result["overdue"])
+    if left:
+        raise Unfinished(f"sweep left messages: {result}")""",
+        """    if left:
+        raise Unfinished(f"sweep left messages: {result}")
+    metrics.emit(PATTERN, Overdue=result["overdue"])""",
+        "scheduler",
+    ),
+    Mutant(
         "sweep-restarts-unrecorded",
         "the sweep restarts a slot whose claimant delivered a message and could not write "
         "so (StatusNotRecorded): the restart delivers it again",

@@ -296,6 +296,14 @@ FOUND += [
     (slots, "twin@5,crash@15", 114, "sweep-leaves-dead-claims: ended FIRING, not DONE"),
     (plain, "crash@9,stale@32", 227, "sweep-moves-any-status: a stale RESERVED entry revived it"),
     (
+        plain,
+        "stale@16,fail@18",
+        276,
+        "sweep-firing-pass-unisolated (finding 6 of the targets issue, 94d2084's FIRING "
+        "pass): a look failing after a stale FIRING entry ended the run with no Overdue datum",
+    ),
+    (plain, "throttle@12", 53, "sweep-overdue-only-when-finished: a run reported no Overdue"),
+    (
         lambda: scenarios.ResumableScenario(),
         "twin@14",
         74,

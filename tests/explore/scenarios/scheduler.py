@@ -35,6 +35,7 @@ from exactly_once.components.scheduler import (
     slot_definition,
 )
 from exactly_once.handlers import (
+    metrics,
     runtime,
     scheduler,
     scheduler_api,
@@ -123,6 +124,7 @@ class FifoQueue:
 # invocations ("your function might receive the same event more than once", Lambda
 # developer guide, asynchronous invocation), or a slow run overlaps the next period's.
 OVERLAPPING_SWEEPS = 14
+SWEEPS = ("sweep#", "later", "next")  # the sweeps' invocations, by their names' start
 BUS_ARN = ARN.format("events", "event-bus/target-bus")
 FLOW_ARN = ARN.format("states", "stateMachine:target-flow")
 EXPRESS_ARN = ARN.format("states", "stateMachine:target-express")
@@ -263,6 +265,7 @@ class SchedulerScenario(Scenario):
         self.waited = float(SLOT_TIMEOUT_SECONDS)  # the last target invoke's read timeout
         self.gave_up: collections.Counter[str] = collections.Counter()  # by message id
         self.gave_up_by: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.reported: list[tuple[str, dict[str, float]]] = []  # (invocation, its metrics)
 
     def clients(self) -> list[Any]:
         services = ("dynamodb", "stepfunctions", "lambda")
@@ -274,10 +277,26 @@ class SchedulerScenario(Scenario):
         return [*found, scheduler_slots._renewals(), self.integration]
 
     def after_single(self, faults: tuple[Fault, ...], calls: list[Call]) -> list[tuple[Fault, ...]]:
-        """The slot clock: after a duplicated clock or a restart beside it (`twin`, `dup`:
-        an invocation no Step Functions execution retries), its sandbox dying after each
-        claim it made: only the sweep's restart takes those messages up."""
+        """After a stale read of a sweep's, each call it makes on what that read listed
+        failing for good (one message's look failing must not end the run: finding 6 of
+        the targets issue); and the call two on (past the lagging view's own read: the
+        first look), should this run's index have been far behind (`Table.far`: the read
+        listed nothing more). Each twice: a schedule draws its index's lag, and only one
+        write behind lists a fired message as FIRING. The slot clock: after a
+        duplicated clock or a restart beside it (`twin`, `dup`: an invocation no Step
+        Functions execution retries), its sandbox dying after each claim it made: only the
+        sweep's restart takes those messages up."""
         [fault] = faults
+        if fault.kind == "stale" and fault.call < len(calls):
+            sweep = calls[fault.call].process
+            if not sweep.startswith(SWEEPS):
+                return []
+            looks = {
+                c.index
+                for c in calls
+                if c.index > fault.call and c.process == sweep and c.operation != "Query"
+            }
+            return 2 * [(fault, Fault(at, "fail")) for at in sorted(looks | {fault.call + 2})]
         if not self.slots or fault.kind not in ("twin", "dup"):
             return []
         beside = ("a-duplicated-clock", scheduler_slots.RESTART_MARK)
@@ -371,6 +390,16 @@ class SchedulerScenario(Scenario):
             processes.companion(name, lambda: run(world.clock.sleep))
 
         scheduler_slots.beside = beside  # type: ignore[assignment]
+        emit = metrics.emit
+
+        def reported(
+            pattern: str, properties: Any = None, /, **values: float
+        ) -> None:  # (each EMF line, by the invocation that wrote it)
+            invocation = world.injector.processes.invocation()
+            self.reported.append((invocation.name if invocation else "", dict(values)))
+            emit(pattern, properties, **values)
+
+        metrics.emit = reported  # type: ignore[assignment]
         scheduler_slots.RECORD_ATTEMPTS = RECORD_ATTEMPTS
         scheduler_slots._machine_type.cache_clear()  # (each schedule reads a machine's type)
         settings._CURRENT[scheduler_slots.SlotSettings] = scheduler_slots.SlotSettings(
@@ -383,6 +412,7 @@ class SchedulerScenario(Scenario):
             scheduler_index.LANES, scheduler_slots.CHUNK, scheduler_slots.RECORD_ATTEMPTS = saved
             scheduler_slots._target_lambda = targets  # type: ignore[assignment]
             scheduler_slots.beside = keeper  # type: ignore[assignment]
+            metrics.emit = emit  # type: ignore[assignment]
             scheduler_slots.SEND_BUDGET = budget
             settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
 
@@ -399,6 +429,7 @@ class SchedulerScenario(Scenario):
         fired_by: dict[str, list[str]] = {}
         self.gave_up.clear()
         self.gave_up_by.clear()
+        self.reported.clear()
         number = int(world.tag.lstrip("s"))
         seconds = target_seconds(number)
         queue = FifoQueue(clock)
@@ -690,6 +721,7 @@ class SchedulerScenario(Scenario):
                 if not dropping:  # (a FIFO queue, a state machine drop a repeat themselves)
                     found += self.resent_unseen(world, message_id, fired_by.get(message_id, []))
                 violations += [f"{message_id[:8]}: {v}" for v in found]
+            violations += self.unreported_sweeps(world, swept)
             if self.slots:
                 violations += self.own_executions_after_the_end(
                     world, table, ids, config.state_machine_arn
@@ -750,6 +782,26 @@ class SchedulerScenario(Scenario):
         return bool(later) and all(
             name in world.lambdas.failures and faulted(world, name) for name in later
         )
+
+    def unreported_sweeps(self, world: World, swept: list[str]) -> list[str]:
+        """Every sweep run reports its Overdue datum, 0 included, whatever it left (a
+        message whose calls kept failing, its time run out): the Overdue alarm, its missing
+        data ignored, sees one each period (finding 6 of the targets issue: one throttle in
+        the FIRING pass ended the run before it). Not a run that died (its sandbox, its
+        timeout), nor one whose index read failed: it could not count."""
+        found = []
+        for name in swept:
+            failure = world.lambdas.failures.get(name)
+            if failure is not None and failure.error_type in (DIED, TIMED_OUT):
+                continue
+            calls = world.injector.calls
+            reads = [c for c in calls if c.process == name and c.operation == "Query"]
+            if any(unanswered(world, c) for c in reads):
+                continue
+            if not any(who == name and "Overdue" in values for who, values in self.reported):
+                ended = failure.error_type if failure is not None else "ok"
+                found.append(f"the sweep {name} ({ended}) reported no Overdue datum")
+        return found
 
     @staticmethod
     def own_executions_after_the_end(
@@ -849,6 +901,16 @@ class SchedulerScenario(Scenario):
         """The sources' invocations, each as a delivery of its own (for the rule that good
         work fails only for a reason)."""
         return [Delivery(name, "?", None, [name]) for name in attempts]
+
+
+def unanswered(world: World, call: Call) -> bool:
+    """Whether the caller never had the service's answer to `call`: every send refused or
+    its answer lost, or the one send its client makes."""
+    if call.kind is None or not world.injector.hit(call):
+        return False
+    return call.kind in ("fail", "throttle", "lostall") or (
+        call.kind in ("error", "lost") and call.sends < 2
+    )
 
 
 def unrecordable(world: World, message_id: str) -> bool:
