@@ -59,6 +59,9 @@ from exactly_once.handlers.targets import (
 
 LEAD_SECONDS = 2  # the slot wakes this long before its second (as a message's execution)
 JOIN_MARGIN_SECONDS = 1  # the index's catch-up before the slot reads it
+# The threads that run beside the slot's own, by name: the first read's deliveries (while
+# the slot reads again once its second is over), and the workers' invokes.
+FIRST_READ, WORKERS = "slot-first-read", "slot-workers"
 # Messages the slot function fires itself; a larger slot fans out to the workers function
 # (same code, more memory: Lambda allots CPU by memory, and each message costs three AWS
 # calls of CPU), one worker per share of the lanes.
@@ -1035,7 +1038,7 @@ def fire(
                 # whole second to catch up (a message missed twice waits for the sweep),
                 # beside the first read's deliveries: a slow target of the first read
                 # never holds up what the second finds.
-                with concurrent.futures.ThreadPoolExecutor(1) as reader:
+                with concurrent.futures.ThreadPoolExecutor(1, FIRST_READ) as reader:
                     first = reader.submit(fire_these, ids)
                     again = slot + 1
                     if deadline is None or again < deadline:
@@ -1086,7 +1089,7 @@ def _fan_out(
     unrecorded_by: list[str] = []
     event = {"slot": slot, "claimant": me, "of": of, "retry": int(retried), "until": lease}
     failures: list[BaseException] = []
-    with concurrent.futures.ThreadPoolExecutor(of) as pool:
+    with concurrent.futures.ThreadPoolExecutor(of, WORKERS) as pool:
         shares = [pool.submit(invoke, {**event, "shard": shard}) for shard in range(of)]
         for share in shares:  # every worker's counts, a failed one's beside them
             try:

@@ -57,13 +57,21 @@ class Table:
     write that took effect, whoever made it."""
 
     def __init__(
-        self, name: str, key: str, client: Callable[[], Any], clock: Any = None, far: bool = False
+        self,
+        name: str,
+        key: str,
+        client: Callable[[], Any],
+        clock: Any = None,
+        far: bool = False,
+        newest: bool = False,
     ) -> None:
         self.name = name
         self.key = key
         # how far behind a stale index read is: each item's last write unseen, or (`far`)
-        # every write after the item's first (an index under write back-pressure)
+        # every write after the item's first (an index under write back-pressure), or
+        # (`newest`) only the table's latest write (one item of a batch seen, the next not)
         self.far = far
+        self.newest = newest
         self.client = client
         self.clock = clock  # (.now) when each write landed
         # key -> (when, image) of each write, oldest first (None: absent)
@@ -86,12 +94,15 @@ class Table:
         registered. (DynamoDB developer guide, "Global secondary indexes": changes reach an
         index "within a fraction of a second, under normal conditions. However, in some
         unlikely failure scenarios, longer propagation delays might occur"; `far` is a
-        deliberate worst case.)"""
+        deliberate worst case; `newest`, the table's last write alone unseen.)"""
         matches = _condition(call.params)
         lagging: dict[str, Any] = {}
         latest: dict[str, Any] = {}
+        last = max((history[-1][0] for history in self.images.values()), default=0.0)
         for key, history in self.images.items():
             behind = 1 if self.far else len(history) - 2
+            if self.newest and history[-1][0] < last:
+                continue  # (seen)
             old, new = history[behind][1] if len(history) > 1 else None, history[-1][1]
             if bool(old and matches(old)) != bool(new and matches(new)):
                 lagging[key] = old if old and matches(old) else None

@@ -32,7 +32,7 @@ from moto import mock_aws
 
 from exactly_once.handlers import name_dedup, runtime
 from tests.explore.faults import KINDS, Call, Clock, Fault, Injector, SandboxDied, schedules
-from tests.explore.interleave import Interleaver
+from tests.explore.interleave import InlinePool, Interleaver
 from tests.explore.lambdas import Lambdas
 from tests.explore.scenarios import Scenario, World
 
@@ -249,36 +249,6 @@ def _lighter_calls() -> Iterator[None]:
         unittest.mock.patch.object(moto.core.responses.ActionResult, "execute_result", as_json),
     ):
         yield
-
-
-class InlinePool:
-    """A thread pool that runs each task at once on the caller's thread: a handler's
-    concurrent calls stay in its explorer process, in one order (every task still runs,
-    and `map` raises at the first failed one when read, as a pool's does)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def __enter__(self) -> InlinePool:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        try:
-            future.set_result(fn(*args, **kwargs))
-        except Exception as exc:
-            future.set_exception(exc)
-        return future
-
-    def map(self, fn: Any, *iterables: Any) -> Iterator[Any]:
-        futures = [self.submit(fn, *args) for args in zip(*iterables, strict=False)]
-        return (future.result() for future in futures)
-
-    def shutdown(self, *args: Any, **kwargs: Any) -> None:
-        pass
 
 
 @contextlib.contextmanager

@@ -15,7 +15,8 @@ threads are scheduled, while the handlers run unchanged (blocking calls, their o
   DETACHED) while it, paused, finishes the call it had in flight later, in the
   background, and dies (its own children, other invocations, go on).
 - `background`: an invocation nobody waits for (its caller's read timed out), run when
-  nothing else can, or at a `switch`; `companion`: a thread of an invocation's, the same.
+  nothing else can, or at a `switch`; `companion`: a thread of an invocation's, the same;
+  `join`: wait for one to end.
 
 - `sleep`: the running process waits until a time; the others run meanwhile, and the
   clock moves on to the earliest waking sleeper only when none can (a discrete-event
@@ -28,10 +29,12 @@ background ones included, has ended.
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import enum
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -62,6 +65,7 @@ class Process:
     turn: threading.Condition | None = None  # notified when the baton comes to it
     outcome: tuple[str, Any] = ("", None)  # ("ok", value) | ("error", exception)
     waited_by: Process | None = None
+    joined_by: list[Process] = dataclasses.field(default_factory=list)  # (`join`)
     child_outcome: tuple[str, Any] = ("", None)  # what its last `call` came back with
     thread: threading.Thread | None = None
 
@@ -204,6 +208,17 @@ class Interleaver:
             self._background.append(process)
         return process
 
+    def join(self, process: Process) -> None:
+        """Wait until `process` (a companion of this one's, say) has ended; the others run
+        meanwhile."""
+        me = self._require()
+        with self._cv:
+            if process.state is State.DONE:
+                return
+            me.state = State.WAITING
+            process.joined_by.append(me)
+            self._hand_over(me)
+
     def time_out(self, target: Process) -> bool:
         """`target` (an invocation someone waits for: the running process, or one waiting
         for a child of its own) runs out of time: its waiter resumes with DETACHED, now;
@@ -259,6 +274,9 @@ class Interleaver:
             process.outcome = ("error", exc)
         with self._cv:
             process.state = State.DONE
+            for joiner in process.joined_by:
+                joiner.state = State.READY
+                (self._background if joiner.background else self._ready).insert(0, joiner)
             waiter = process.waited_by
             if waiter is not None:
                 waiter.child_outcome = process.outcome
@@ -297,3 +315,105 @@ class Interleaver:
             assert nxt.turn is not None
             nxt.turn.notify()
         self._cv.notify()
+
+
+class InlinePool:
+    """A thread pool that runs each task at once on the caller's thread: a handler's
+    concurrent calls stay in its explorer process, in one order (every task still runs,
+    and `map` raises at the first failed one when read, as a pool's does)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> InlinePool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:
+            future.set_exception(exc)
+        return future
+
+    def map(self, fn: Any, *iterables: Any) -> Iterator[Any]:
+        futures = [self.submit(fn, *args) for args in zip(*iterables, strict=False)]
+        return (future.result() for future in futures)
+
+    def shutdown(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class _Joined(concurrent.futures.Future[Any]):
+    """A BesidePool task's future: waited for as the explorer process it runs in."""
+
+    def __init__(self, processes: Interleaver) -> None:
+        super().__init__()
+        self.processes = processes
+        self.process: Any = None
+
+    def result(self, timeout: float | None = None) -> Any:
+        self.processes.join(self.process)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self.processes.join(self.process)
+        return super().exception(0)
+
+
+class BesidePool(InlinePool):
+    """A thread pool whose tasks run beside the caller, each a thread of its invocation
+    (`Interleaver.companion`), interleaved with it and each other call by call and by the
+    clock: what a handler's thread does while another waits (for a slow target, or the
+    next second) is seen as AWS would run it. A scenario chooses the pools, by their
+    threads' names (`beside`)."""
+
+    def __init__(self, processes: Interleaver, name: str) -> None:
+        self.processes = processes
+        self.name = name
+        self.tasks: list[_Joined] = []
+
+    def submit(self, fn: Any, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future = _Joined(self.processes)
+
+        def task() -> None:
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # (a dead sandbox's too: whoever waits sees it)
+                future.set_exception(exc)
+
+        me = self.processes.me()
+        name = f"{me.name if me else ''}:{self.name}{len(self.tasks) + 1}"
+        future.process = self.processes.companion(name, task)
+        self.tasks.append(future)
+        return future
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def shutdown(self, *args: Any, **kwargs: Any) -> None:
+        for task in self.tasks:
+            self.processes.join(task.process)
+
+
+@contextlib.contextmanager
+def beside(processes: Interleaver, *names: str) -> Iterator[None]:
+    """While it lasts, a thread pool whose threads are named one of `names` runs its tasks
+    beside the caller (BesidePool); every other pool, inline."""
+    inline = concurrent.futures.ThreadPoolExecutor
+
+    def pool(*args: Any, thread_name_prefix: str = "", **kwargs: Any) -> Any:
+        if len(args) > 1:
+            thread_name_prefix = args[1]
+        if thread_name_prefix in names:
+            return BesidePool(processes, thread_name_prefix)
+        return InlinePool()
+
+    concurrent.futures.ThreadPoolExecutor = pool  # type: ignore[misc,assignment]
+    try:
+        yield
+    finally:
+        concurrent.futures.ThreadPoolExecutor = inline  # type: ignore[misc]

@@ -393,6 +393,26 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
+        "slot-second-read-behind-first",
+        "the slot reads the index again only once the first read's deliveries are over, as "
+        "94d2084 had it (finding 5 of the targets issue): a message the first read missed "
+        "waits for the slowest of them",
+        "handlers/scheduler_slots.py",
+        """                with concurrent.futures.ThreadPoolExecutor(1, FIRST_READ) as reader:
+                    first = reader.submit(fire_these, ids)
+                    again = slot + 1
+                    if deadline is None or again < deadline:
+                        time.sleep(max(0.0, again - time.time()))
+                    fire_these(members(table, slot, statuses, shard, of))
+                    first.result()""",
+        """                fire_these(ids)
+                again = slot + 1
+                if deadline is None or again < deadline:
+                    time.sleep(max(0.0, again - time.time()))
+                fire_these(members(table, slot, statuses, shard, of))""",
+        "slot",
+    ),
+    Mutant(
         "sweep-firing-pass-unisolated",
         "the sweep's FIRING pass as 94d2084 had it (finding 6 of the targets issue): one "
         "message's failing call ends the run before its Overdue datum, restarting nothing",

@@ -87,7 +87,7 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         slots,
-        "orphan@16,stale@28",
+        "orphan@14,stale@24",
         175,
         "slot defect 2: a message the lagging index listed twice was delivered twice",
     ),
@@ -144,7 +144,7 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         slots,
-        "fail@18,fail@19",
+        "fail@15,fail@16",
         786,
         "slot defect 5 (sweep-restarts-unrecorded): both tries of a final write failed "
         "(StatusNotRecorded); the sweep restarted it",
@@ -283,7 +283,7 @@ FOUND += [
     (plain, "twin@9", 42, "register-overwrites: fired twice to a target dropping none"),
     (slots, "twin@10", 25, "slot-claim-any-firing: ended UNKNOWN with no send lost"),
     (slots, "crash@3", 9, "slot-claimant-without-attempt: fired 3 times (allowed 2)"),
-    (slots, "orphan@12,stale@19", 161, "slot-members-twice: one worker sent it twice"),
+    (slots, "orphan@14,stale@21", 161, "slot-members-twice: one worker sent it twice"),
     (slots, "crash@3", 9, "slot-sdk-resends-deliveries: fired twice to a target dropping none"),
     (slots, "throttle@18,twin@44,twin@60", 227, "slot-record-once: ended FIRING, not DONE"),
     (slots, "lostall@4,stale@12", 93, "slot-no-second-read: fired 71 s late, none excused"),
@@ -295,6 +295,13 @@ FOUND += [
     (plain, "error@6", 28, "slot-bus-internal-failure-refused: put on the bus twice"),
     (slots, "twin@5,crash@15", 114, "sweep-leaves-dead-claims: ended FIRING, not DONE"),
     (plain, "crash@9,stale@32", 227, "sweep-moves-any-status: a stale RESERVED entry revived it"),
+    (
+        slots,
+        "stale@6",
+        109,
+        "slot-second-read-behind-first (finding 5 of the targets issue, 94d2084's reads): the "
+        "first read missed a message, its slow delivery held up the second: 810 s late",
+    ),
     (
         plain,
         "stale@16,fail@18",
