@@ -236,6 +236,10 @@ def acquire(
     if item is None:  # expired by TTL between the two calls: try once more
         return acquire(config, ref, owner, remaining_ms)
     if item["status"]["S"] == IN_PROGRESS:
+        if item.get("owner", {}).get("S") == owner:
+            # Ours: an earlier send of this put took the lock and its answer was lost; the
+            # SDK's resend found it taken (by us).
+            return None
         raise InProgress(f"{ref.identity} is being processed by {item['owner']['S']}; retry later")
     return item
 

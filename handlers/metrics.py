@@ -106,12 +106,17 @@ def line(
     return json.dumps(document, separators=(",", ":"), default=str)
 
 
+def kept(values: Mapping[str, float]) -> dict[str, float]:
+    """The values an EMF line carries: a count or size of 0 left out, a gauge's kept."""
+    return {name: value for name, value in values.items() if value or name in GAUGES}
+
+
 def emit(pattern: str, properties: Mapping[str, object] | None = None, /, **values: float) -> None:
     """Write one EMF line for this event's `values`. A count or size of 0 is left out:
     it tells a Sum nothing a missing datum does not (a gauge's 0 is kept)."""
     if os.environ.get("METRICS_DISABLED", "").lower() in ("1", "true"):
         return  # as POWERTOOLS_METRICS_DISABLED: tests and tools that run handlers in bulk
-    present = {name: value for name, value in values.items() if value or name in GAUGES}
+    present = kept(values)
     if not present:
         return
     sys.stdout.write(line(pattern, present, properties) + "\n")

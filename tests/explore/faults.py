@@ -52,7 +52,7 @@ from botocore.exceptions import ReadTimeoutError
 from moto.core.botocore_stubber import MockRawResponse
 from moto.core.models import botocore_stubber
 
-from tests.explore.interleave import Interleaver
+from tests.explore.interleave import Interleaver, SandboxDied
 
 NETWORK = ("error", "fail", "throttle", "lost", "lostall")
 KINDS = (*NETWORK, "crash", "timeout", "orphan", "twin", "dup", "switch", "stale")
@@ -66,10 +66,6 @@ THROTTLES = {
 DEFAULT_THROTTLE = ("ThrottlingException", 400)
 LATENCY = 0.01  # seconds an API call takes, by the schedule's clock
 ORPHAN_MARGIN = 60.0  # an orphaned invocation's next call comes this long before its end
-
-
-class SandboxDied(BaseException):  # (what happened, not an error to handle)
-    """The execution environment was killed right after an AWS call took effect."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,6 +138,7 @@ class Call:
     def name(self) -> str:
         return f"{self.service}.{self.operation}"
 
+    invoked_in: str = ""  # the invocation it was made in (its process, or a thread of it)
     stale_differs: bool = False  # an index read the lagging index would answer otherwise
     sends_allowed: int = 0  # by its client's retry configuration (0: not a botocore call)
     nested: bool = False  # its invocation was invoked by another, which waits for it
@@ -285,6 +282,8 @@ class Injector:
             me.label if me is not None else "",
             lineage(me),
         )
+        invocation = self.processes.invocation()
+        call.invoked_in = invocation.name if invocation is not None else ""
         call.nested = self.caller() is not None
         call.twins = self.twin is not None or self.dup is not None
         self.calls.append(call)
@@ -305,9 +304,9 @@ class Injector:
             self.injected.append(label)
             if not processes.switch():
                 self.injected.remove(label)
-        elif kind == "timeout":
+        elif kind == "timeout":  # (at a call of the invocation's, or of a thread of it)
             invocation = processes.invocation()
-            if invocation is not None and invocation is processes.me():
+            if invocation is not None:
                 self.time_out(invocation, label)
         elif kind == "orphan":
             caller = self.caller()
@@ -361,6 +360,7 @@ class Injector:
         if kind:
             self.injected.append(f"{kind}@{call.index}:{call.operation}")
         process.dead = True
+        self.processes.interrupt(process)  # (its threads waiting for another die with it)
         raise SandboxDied(f"killed after {call.name}")
 
     def _current(self) -> Call | None:

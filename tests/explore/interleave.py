@@ -38,6 +38,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 
+class SandboxDied(BaseException):  # (what happened, not an error to handle)
+    """The execution environment was killed right after an AWS call took effect."""
+
+
 class State(enum.Enum):
     READY = "ready"
     RUNNING = "running"
@@ -97,10 +101,7 @@ class Interleaver:
 
     def invocation(self) -> Process | None:
         """The innermost Lambda invocation the calling thread runs in."""
-        process = self.me()
-        while process is not None and not process.invocation:
-            process = process.parent
-        return process
+        return self._invocation(self.me())
 
     def run(self, fn: Callable[[], Any], name: str = "main") -> Any:
         """From outside any process: `fn` as the first process; every process, background
@@ -219,6 +220,17 @@ class Interleaver:
             process.joined_by.append(me)
             self._hand_over(me)
 
+    def interrupt(self, invocation: Process) -> None:
+        """`invocation`'s sandbox died: every thread of it waiting for another (`join`)
+        resumes at once, to die (Lambda stops an environment's threads together)."""
+        with self._cv:
+            for process in self._all:
+                for joiner in list(process.joined_by):
+                    if self._invocation(joiner) is invocation:
+                        process.joined_by.remove(joiner)
+                        joiner.state = State.READY
+                        (self._background if joiner.background else self._ready).append(joiner)
+
     def time_out(self, target: Process) -> bool:
         """`target` (an invocation someone waits for: the running process, or one waiting
         for a child of its own) runs out of time: its waiter resumes with DETACHED, now;
@@ -244,6 +256,12 @@ class Interleaver:
         return True
 
     # -- the machinery ---------------------------------------------------------------------
+    @staticmethod
+    def _invocation(process: Process | None) -> Process | None:
+        while process is not None and not process.invocation:
+            process = process.parent
+        return process
+
     def _require(self) -> Process:
         me = self.me()
         if me is None:
@@ -274,7 +292,8 @@ class Interleaver:
             process.outcome = ("error", exc)
         with self._cv:
             process.state = State.DONE
-            for joiner in process.joined_by:
+            joiners, process.joined_by = process.joined_by, []
+            for joiner in joiners:
                 joiner.state = State.READY
                 (self._background if joiner.background else self._ready).insert(0, joiner)
             waiter = process.waited_by
@@ -355,12 +374,20 @@ class _Joined(concurrent.futures.Future[Any]):
         self.processes = processes
         self.process: Any = None
 
+    def wait(self) -> None:
+        """Until the task ends, or its invocation dies (its threads with it)."""
+        while not self.done():
+            invocation = self.processes.invocation()
+            if invocation is not None and invocation.dead:
+                raise SandboxDied("its invocation died while it waited for a thread")
+            self.processes.join(self.process)
+
     def result(self, timeout: float | None = None) -> Any:
-        self.processes.join(self.process)
+        self.wait()
         return super().result(0)
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
-        self.processes.join(self.process)
+        self.wait()
         return super().exception(0)
 
 
@@ -369,7 +396,10 @@ class BesidePool(InlinePool):
     (`Interleaver.companion`), interleaved with it and each other call by call and by the
     clock: what a handler's thread does while another waits (for a slow target, or the
     next second) is seen as AWS would run it. A scenario chooses the pools, by their
-    threads' names (`beside`)."""
+    threads' names (`beside`). Unlike a ThreadPoolExecutor: each task has a thread of its
+    own (`max_workers` is not a bound), `result` takes no timeout, and a future is waited
+    for only by its own `result`, `exception` or the pool's exit (`concurrent.futures.wait`
+    would hold the turn and hang the schedule)."""
 
     def __init__(self, processes: Interleaver, name: str) -> None:
         self.processes = processes
@@ -396,7 +426,7 @@ class BesidePool(InlinePool):
 
     def shutdown(self, *args: Any, **kwargs: Any) -> None:
         for task in self.tasks:
-            self.processes.join(task.process)
+            task.wait()
 
 
 @contextlib.contextmanager

@@ -413,6 +413,16 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
+        "slot-reads-share-nothing",
+        "the slot's second read takes up what its first read has in hand (the two run side "
+        "by side): a message the lagging index still lists as waiting is claimed again by "
+        "its own claimant and sent twice",
+        "handlers/scheduler_slots.py",
+        "            ids = [i for i in ids if i not in in_hand]",
+        "            ids = list(ids)",
+        "slot",
+    ),
+    Mutant(
         "sweep-firing-pass-unisolated",
         "the sweep's FIRING pass as 94d2084 had it (finding 6 of the targets issue): one "
         "message's failing call ends the run before its Overdue datum, restarting nothing",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -21,7 +22,7 @@ from moto import mock_aws
 from exactly_once.handlers import scheduler_index
 from tests.explore.dynamo import Table
 from tests.explore.faults import Clock, Fault, Injector
-from tests.explore.interleave import Interleaver
+from tests.explore.interleave import BesidePool, Interleaver
 from tests.explore.lambdas import DIED, TIMED_OUT, Failure, Lambdas
 from tests.explore.machine import Machine, wake
 
@@ -509,3 +510,45 @@ def test_the_stream_mapping_delivers_in_order_bisects_a_failing_batch_and_gives_
     assert runs[1:3] == [["k1"], ["k3", "k4"]]
     assert runs[3:5] == [["k3"], ["k4"]] and runs[5:] == [["k4"]] * 5
     assert [[e["dynamodb"]["NewImage"]["pk"]["S"] for e in b] for b in dropped] == [["k4"]]
+
+
+# -- a handler's own threads ------------------------------------------------------------------
+@pytest.mark.parametrize("slow", [100.0, 1.0])
+def test_a_thread_that_dies_ends_its_invocation_at_once_and_its_other_threads_with_it(
+    slow: float,
+) -> None:
+    """A thread of a pool run beside the handler (BesidePool) dies after its call: the
+    invocation answers Runtime.ExitError then, not once a slow thread of it ends (Lambda
+    stops an environment's threads together); one that ended before is waited for no more."""
+    world = World("crash@1")
+    world.processes.clock, world.clock.sleeper = world.clock, world.processes.sleep
+    began: list[float] = []
+
+    def handler(event: Any, context: Any) -> None:
+        def quick() -> None:
+            world.clock.sleep(5)
+            world.client("sqs").send_message(QueueUrl=event["url"], MessageBody="x")
+
+        with BesidePool(world.processes, "t") as pool:
+            waited = pool.submit(world.clock.sleep, slow)
+            dying = pool.submit(quick)
+            waited.result()
+            dying.result()
+
+    function = world.lambdas.register(FN.format("f"), handler, timeout=900)
+
+    def source() -> Any:
+        url = queue(world)
+        began.append(world.clock.now)
+        answer = world.lambdas.run(function, {"url": url}, "r1")
+        began.append(world.clock.now)  # (its caller sees it then)
+        return answer
+
+    answers: list[Any] = []
+    runner = threading.Thread(target=lambda: answers.append(world.run(source)), daemon=True)
+    runner.start()
+    runner.join(timeout=60)
+    assert not runner.is_alive(), "the schedule hung"
+    [failure] = answers
+    assert isinstance(failure, Failure) and failure.error_type == DIED
+    assert began[1] - began[0] < 10  # at the death, not past the slow thread's 100 s

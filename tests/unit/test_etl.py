@@ -196,6 +196,19 @@ def test_two_invocations_with_one_request_id_own_the_lock_apart(
     assert held == [owners[1]]
 
 
+def test_a_lock_put_resent_after_its_answer_was_lost_is_its_own(world: dict[str, str]) -> None:
+    """The SDK resends a put whose answer was lost: the first send took the lock, so the
+    resend fails its condition on the attempt's own lock. That is the lock taken, not
+    another's (which would fail the attempt InProgress and hold the key until the lock
+    expired); another owner's is still InProgress."""
+    config = settings("control-record")
+    [ref] = object_refs(notification("resent.csv"))
+    assert etl.acquire(config, ref, "r1/aaaaaaaaaaaa", remaining_ms=30_000) is None
+    assert etl.acquire(config, ref, "r1/aaaaaaaaaaaa", remaining_ms=30_000) is None  # the resend
+    with pytest.raises(etl.InProgress, match="r1/aaaaaaaaaaaa"):
+        etl.acquire(config, ref, "r1/bbbbbbbbbbbb", remaining_ms=30_000)
+
+
 @pytest.mark.parametrize("strategy", etl.STRATEGIES)
 def test_malformed_input_is_recorded_dead_lettered_once_and_never_written(
     world: dict[str, str], strategy: str, monkeypatch: pytest.MonkeyPatch

@@ -171,7 +171,8 @@ def unexcused_failures(
     elsewhere moved the clock on), or gave up short of it (`out_of_time`: the error the
     design fails with when too little of its time is left); or it failed with an error
     the design makes a concurrent duplicate wait with (`waits`, e.g. a lock held), while
-    another run overlapped it. (The explorer has one clock: a timeout anywhere moves it
+    another run overlapped it or one before it failed with a fault (its lock left to
+    expire). (The explorer has one clock: a timeout anywhere moves it
     to that invocation's deadline, and every process alive then loses that time.)"""
     from tests.explore.lambdas import DIED
 
@@ -194,7 +195,9 @@ def unexcused_failures(
                 continue  # it, or an invocation it waited for, reached its timeout
             if paused and failure.error_type in out_of_time:
                 continue  # it gave up as its time ran short, the clock moved on under it
-            if failure.error_type in waits and overlapped(world, attempt):
+            if failure.error_type in waits and (
+                overlapped(world, attempt) or left_behind(world, attempt)
+            ):
                 continue
             found.append(
                 f"the {delivery.who} delivery's attempt {attempt} failed with no fault: "
@@ -206,6 +209,22 @@ def unexcused_failures(
 def descendants(world: World, process: str) -> set[str]:
     """`process` and the invocations it started (by the calls they made)."""
     return {process} | {c.process for c in world.injector.calls if process in c.lineage}
+
+
+def left_behind(world: World, process: str) -> bool:
+    """Whether an invocation that started before `process` failed with a fault in it, or
+    died: what it held (a lock) may be left to its expiry."""
+    from tests.explore.lambdas import DIED, TIMED_OUT
+
+    start = world.lambdas.spans.get(process, (0, 0.0))[0]
+    failures = world.lambdas.failures
+    return any(
+        other != process
+        and span[0] < start
+        and other in failures
+        and (failures[other].error_type in (DIED, TIMED_OUT) or bool(faulted(world, other)))
+        for other, span in world.lambdas.spans.items()
+    )
 
 
 def overlapped(world: World, process: str) -> bool:
