@@ -145,6 +145,15 @@ CATALOGUE: tuple[Mutant, ...] = (
         "ETL and control",
     ),
     Mutant(
+        "etl-own-lock-is-anothers",
+        "a lock put the SDK resent after a lost answer finds the attempt's own lock and "
+        "fails InProgress: the key is held until the lock expires",
+        "handlers/etl.py",
+        """        if item.get("owner", {}).get("S") == owner:""",
+        """        if False:""",
+        "ETL and control",
+    ),
+    Mutant(
         "etl-owner-is-request-id",
         "the control record's lock is owned by the request id alone (Lambda's retry keeps "
         "it: an attempt that timed out and runs on releases its retry's lock)",

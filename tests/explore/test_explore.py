@@ -244,6 +244,17 @@ FOUND: list[tuple[Any, str, int, str]] = [
 ]
 
 
+FOUND += [
+    (
+        lambda: scenarios.Etl(Strategy.CONTROL_RECORD),
+        "fail@8,lost@9",
+        1268,
+        "etl-own-lock-is-anothers (scripts/explore 100000): the newer version's retry took the "
+        "lock, lost the answer; the SDK's resend found its own lock and it failed InProgress",
+    ),
+]
+
+
 def plain() -> scenarios.Scenario:
     return scenarios.SchedulerScenario(reserved=True)  # (as scenarios.every() has it)
 

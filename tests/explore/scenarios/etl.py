@@ -195,6 +195,7 @@ class Etl(Scenario):
                     )
                 if again.ok and again.answer.get("status") != "DUPLICATE":
                     violations.append(f"a redelivery after completion answered {again.answer}")
+            violations += self.waited_for_itself(world)
             # a lock held (ours, or Powertools'), or S3's conflict: retried later
             waits = ("InProgress", "IdempotencyAlreadyInProgressError")
             # (the newer version's first transform fails by design)
@@ -204,6 +205,23 @@ class Etl(Scenario):
             return violations + unexcused_failures(world, checked, waits)
 
         return verdict
+
+    @staticmethod
+    def waited_for_itself(world: World) -> list[str]:
+        """No attempt fails InProgress on its own lock (a put its SDK resent after a lost
+        answer finds the lock its first send took: it is the attempt's)."""
+        found = []
+        for name, failure in world.lambdas.failures.items():
+            if failure.error_type != "InProgress":
+                continue
+            owners = {
+                str(c.params.get("Item", {}).get("owner", {}).get("S"))
+                for c in world.injector.calls
+                if c.process == name and c.operation == "PutItem"
+            }
+            if any(f"by {owner};" in failure.message for owner in owners):
+                found.append(f"the attempt {name} failed InProgress on its own lock")
+        return found
 
     def _overlapping(self, world: World, writes: list[Any]) -> int:
         """Writes the deterministic strategy makes on purpose: a concurrent duplicate's (its
