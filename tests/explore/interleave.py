@@ -101,7 +101,7 @@ class Interleaver:
 
     def invocation(self) -> Process | None:
         """The innermost Lambda invocation the calling thread runs in."""
-        return self._invocation(self.me())
+        return self.invocation_of(self.me())
 
     def run(self, fn: Callable[[], Any], name: str = "main") -> Any:
         """From outside any process: `fn` as the first process; every process, background
@@ -226,7 +226,7 @@ class Interleaver:
         with self._cv:
             for process in self._all:
                 for joiner in list(process.joined_by):
-                    if self._invocation(joiner) is invocation:
+                    if self.invocation_of(joiner) is invocation:
                         process.joined_by.remove(joiner)
                         joiner.state = State.READY
                         (self._background if joiner.background else self._ready).append(joiner)
@@ -257,7 +257,8 @@ class Interleaver:
 
     # -- the machinery ---------------------------------------------------------------------
     @staticmethod
-    def _invocation(process: Process | None) -> Process | None:
+    def invocation_of(process: Process | None) -> Process | None:
+        """The innermost Lambda invocation `process` runs in (itself, or a caller of it)."""
         while process is not None and not process.invocation:
             process = process.parent
         return process

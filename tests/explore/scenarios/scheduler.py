@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import hashlib
 import json
 import re
@@ -441,9 +442,7 @@ class SchedulerScenario(Scenario):
         scheduler._STARTED_SLOTS.clear()
         fires: dict[str, list[float]] = {}
         fired_by: dict[str, list[str]] = {}
-        # each delivery: (message id, the invocation sending it, the calls made before it
-        # began, and before it ended)
-        target_runs: list[list[Any]] = []
+        target_runs: list[TargetRun] = []
         self.gave_up.clear()
         self.gave_up_by.clear()
         self.reported.clear()
@@ -461,25 +460,25 @@ class SchedulerScenario(Scenario):
             """Its effect at once, then its run time: past its caller's read timeout, the
             caller is answered ReadTimeoutError (the effect happened, unseen)."""
             fires.setdefault(event["id"], []).append(clock.now)
-            process = world.injector.processes.invocation()
-            caller = process.parent if process is not None else None
-            sender = caller
-            while sender is not None and not sender.invocation:
-                sender = sender.parent
+            processes = world.injector.processes
+            process = processes.invocation()
             # (by the invocation sending it: its threads' sends are one sender's)
+            sender = processes.invocation_of(process.parent if process is not None else None)
             fired_by.setdefault(event["id"], []).append(sender.name if sender else "")
-            delivery = [event["id"], sender.name if sender else "", len(world.injector.calls), 0]
+            delivery = TargetRun(
+                event["id"], sender.name if sender else "", len(world.injector.calls)
+            )
             target_runs.append(delivery)
             waited = self.waited
             if seconds > waited:
                 clock.sleep(waited)
-                delivery[3] = len(world.injector.calls)
+                delivery.ended = len(world.injector.calls)
                 self.gave_up[event["id"]] += 1
                 self.gave_up_by[(event["id"], fired_by[event["id"]][-1])] += 1
                 raise CallerGaveUp(event["id"])
             if seconds:
                 clock.sleep(seconds)
-            delivery[3] = len(world.injector.calls)
+            delivery.ended = len(world.injector.calls)
             return {"id": event["id"]}
 
         lambdas = world.lambdas
@@ -825,7 +824,7 @@ class SchedulerScenario(Scenario):
             reads = [
                 c
                 for c in calls
-                if c.process == name
+                if invocation_of(c) == name
                 and c.operation == "Query"
                 and lane_of(c).startswith(("RESERVED", "STANDBY"))
             ]
@@ -936,25 +935,38 @@ class SchedulerScenario(Scenario):
         return [Delivery(name, "?", None, [name]) for name in attempts]
 
 
-def behind_a_delivery(world: World, message_id: str, deliveries: list[list[Any]]) -> bool:
+@dataclasses.dataclass
+class TargetRun:
+    """A delivery to the Lambda target: the message, the invocation sending it, and the
+    calls made before it began and before it ended (0: it has not)."""
+
+    message_id: str
+    sender: str
+    began: int
+    ended: int = 0
+
+
+def behind_a_delivery(world: World, message_id: str, deliveries: list[TargetRun]) -> bool:
     """Whether the message's first delivery came from an index read its invocation made
     after another message's delivery by it had ended: the second read waiting for the
     first read's deliveries (finding 5 of the targets issue), where it should read once
     its second is over, beside them. (Sound while a slow target takes longer than the
     second between the reads, as every one here does, 40 s or more: a sub-second one would
     withdraw the excuse from a message merely queued behind a second read's delivery.)"""
-    first = next((d for d in deliveries if d[0] == message_id), None)
+    first = next((d for d in deliveries if d.message_id == message_id), None)
     if first is None:
         return False
-    _, sender, at, _ = first
     reads = [
         c.index
-        for c in world.injector.calls[:at]
-        if c.operation == "Query" and invocation_of(c) == sender
+        for c in world.injector.calls[: first.began]
+        if c.operation == "Query" and invocation_of(c) == first.sender
     ]
     return any(
-        other != message_id and by == sender and 0 < ended < at and any(ended < r for r in reads)
-        for other, by, _, ended in deliveries
+        d.message_id != message_id
+        and d.sender == first.sender
+        and 0 < d.ended < first.began
+        and any(d.ended < r for r in reads)
+        for d in deliveries
     )
 
 
