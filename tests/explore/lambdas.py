@@ -140,6 +140,37 @@ class Lambdas:
         self.failures[name] = failure
         return failure
 
+    def unwaited(self, function: Function, event: Any, request_id: str) -> None:
+        """The handler, once, as an invocation nobody waits for (its caller's read timed
+        out): run in the background, its end recorded as a waited one's is (a death or a
+        timeout too, though no caller sees it)."""
+        self.started[function.arn] += 1
+        self.request_ids[request_id] += 1
+        context = Context(request_id, self.clock, function.timeout)
+        name = self._name(function, request_id)
+        deadline = self.clock.now + function.timeout
+        start = len(self.injector.calls)
+
+        def body() -> Any:
+            failure = None
+            try:
+                result = function.handler(event, context)
+            except SandboxDied:
+                failure = Failure(DIED, "the sandbox died")
+            except Exception as exc:  # (the function's own error: its end, recorded)
+                failure = Failure(type(exc).__name__, str(exc))
+            if self.clock.now > deadline:  # it ran out of time (its next call found it dead)
+                failure = Failure(TIMED_OUT, f"Task timed out after {function.timeout:.2f} seconds")
+            self.spans[name] = (start, len(self.injector.calls))
+            if failure is None:
+                self.ended[name] = "ok"
+                return result
+            self.ended[name] = failure.error_type
+            self.failures[name] = failure
+            return None
+
+        self.injector.processes.background(name, body, deadline=deadline)
+
     # -- the network: Invoke of a registered function ----------------------------------------
     def answer(self, call: Call, request: Any) -> Any:
         if call.service != "lambda" or call.operation != "Invoke":
@@ -153,13 +184,7 @@ class Lambdas:
         if call.kind == "lostall" or (call.kind == "lost" and call.sends == 1):
             # The caller's read times out while the function runs: it runs on, unwaited
             # (the network loses its answer), beside whatever the caller does next.
-            self.started[function.arn] += 1
-            context = Context(request_id, self.clock, function.timeout)
-            self.injector.processes.background(
-                self._name(function, request_id),
-                lambda: function.handler(event, context),
-                deadline=self.clock.now + function.timeout,
-            )
+            self.unwaited(function, event, request_id)
             return json_response(request.url, 200, b"null")
         result = self.run(function, event, request_id)
         if isinstance(result, Failure) and result.error_type == "CallerGaveUp":
@@ -182,13 +207,7 @@ class Lambdas:
         def invoke() -> Any:
             if not unwaited or self.injector.paused:
                 return self.run(function, payload, request_id)
-            context = Context(request_id, self.clock, function.timeout)
-            self.started[function.arn] += 1
-            self.injector.processes.background(
-                self._name(function, request_id),
-                lambda: function.handler(payload, context),
-                deadline=self.clock.now + function.timeout,
-            )
+            self.unwaited(function, payload, request_id)
             return None
 
         try:
