@@ -1,0 +1,405 @@
+"""The audit: did every input take effect exactly once? Per component, what came in is read
+against what took effect, read-only, and each disagreement is a finding:
+
+- `lost`: an input past its grace with no effect and nothing at work on it (an ETL input
+  version with neither output nor FAILED record; a resumable key completed with a step
+  not recorded, or held past the workflow's timeout; a scheduler message DONE that its
+  receiver never recorded);
+- `doubled`: one input with more than one effect (an ETL version with two outputs);
+- `pending`: an input past its grace whose effect is not there yet while something still
+  holds it (an ETL version under a live lock; a scheduler message past its time that has
+  not ended).
+
+    from exactly_once.handlers.audit import audit
+    report = audit(outputs, client, grace_seconds=900)  # outputs: the component's exports()
+    report.findings, report.counts
+
+The component's scheduled audit (`AuditOptions`) runs this every period and writes the
+counts as the `Lost`, `Doubled` and `Pending` metrics, each alarmed; `exactly-once audit`
+runs it from a terminal (docs/operations.md). What it reads and what it costs:
+docs/cost.md. Memory stays bounded whatever the inputs' number: the listings go through a
+temporary SQLite file, and at most `MAX_LISTED` findings are kept (every one counted).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import sqlite3
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Literal
+
+Kind = Literal["lost", "doubled", "pending"]
+KINDS: tuple[Kind, ...] = ("lost", "doubled", "pending")
+MAX_LISTED = 1000  # findings kept with their reasons; every one is counted
+Clients = Callable[[str], Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    kind: Kind
+    item: str  # what it is about: an object version, a message id, a business key
+    reason: str
+
+
+@dataclasses.dataclass
+class Report:
+    """One component's audit: what was read, what was found, what could not be read."""
+
+    component: str  # its kind
+    since: float | None  # epoch seconds: inputs from then (None: all)
+    until: float  # inputs older than this (now minus the grace) are judged
+    audited: int = 0  # inputs judged
+    counts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    accounted: dict[str, int] = dataclasses.field(default_factory=dict)  # no finding: why
+    limits: list[str] = dataclasses.field(default_factory=list)  # what it cannot tell
+
+    def add(self, kind: Kind, item: str, reason: str) -> None:
+        self.counts[kind] += 1
+        if len(self.findings) < MAX_LISTED:
+            self.findings.append(Finding(kind, item, reason))
+
+    def account(self, why: str) -> None:
+        self.accounted[why] = self.accounted.get(why, 0) + 1
+
+    @property
+    def clean(self) -> bool:
+        return not any(self.counts.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "component": self.component,
+            "since": _iso(self.since),
+            "judgedBefore": _iso(self.until),
+            "audited": self.audited,
+            "counts": self.counts,
+            "findings": [dataclasses.asdict(f) for f in self.findings],
+            "listed": len(self.findings),
+            "accounted": self.accounted,
+            "limits": self.limits,
+        }
+
+
+def _iso(epoch: float | None) -> str | None:
+    from exactly_once.handlers import timestamps
+
+    return None if epoch is None else timestamps.iso_ms(epoch)
+
+
+class NotAudited(ValueError):
+    """The outputs name no component this audit knows, or lack what it reads."""
+
+
+def audit(
+    outputs: Mapping[str, Any],
+    client: Clients,
+    grace_seconds: float,
+    since: float | None = None,
+    now: float | None = None,
+) -> Report:
+    """The component's audit (`outputs`: its exports(), `kind` first): inputs from `since`
+    to `grace_seconds` ago judged."""
+    now = time.time() if now is None else now
+    kind = str(outputs.get("kind", ""))
+    auditors = {"IdempotentEtl": _etl, "Scheduler": _scheduler, "ResumableWorkflow": _resumable}
+    if kind not in auditors:
+        raise NotAudited(
+            f"no audit for {kind or 'outputs without a kind'}: the audit reads "
+            f"{', '.join(sorted(auditors))} components"
+        )
+    report = Report(kind, since, now - grace_seconds)
+    auditors[kind](outputs, client, report, now)
+    return report
+
+
+def _needs(outputs: Mapping[str, Any], *names: str) -> list[Any]:
+    missing = [name for name in names if name not in outputs]
+    if missing:
+        raise NotAudited(f"the {outputs.get('kind')} outputs lack {', '.join(missing)}")
+    return [outputs[name] for name in names]
+
+
+# -- pattern 5: one output per input object version ----------------------------------------
+def _etl(outputs: Mapping[str, Any], client: Clients, report: Report, now: float) -> None:
+    """Every input version under the input prefix (and suffix) against its output key
+    (`<outputPrefix><key>.<version or ETag><outputSuffix>`, handlers/etl.py): none past
+    the grace is lost, unless a FAILED record (rejected, with its reason) or a live lock
+    (pending) accounts for it; two or more outputs of one version (another suffix: the
+    settings changed) are doubled."""
+    inputs, in_prefix, in_suffix, out_bucket, out_prefix, out_suffix = _needs(
+        outputs,
+        "inputBucket",
+        "inputPrefix",
+        "inputSuffix",
+        "outputBucket",
+        "outputPrefix",
+        "outputSuffix",
+    )
+    table = outputs.get("controlTable") or ""
+    s3 = client("s3")
+    with _keys(s3, out_bucket, out_prefix) as published:
+        for key, revisions in _versions(s3, inputs, in_prefix):
+            if not key.endswith(in_suffix) or (inputs == out_bucket and key.startswith(out_prefix)):
+                continue
+            stem = f"{out_prefix}{key}."
+            for revision, modified in revisions:
+                if report.since is not None and modified < report.since:
+                    continue
+                if modified >= report.until:
+                    report.account("in its grace")
+                    continue
+                report.audited += 1
+                # Outputs of this version under another suffix (the settings changed): its
+                # stem's, less another version's whose id starts with this one's. (An input
+                # key `<key>.<this id>...` would share the stem: ids are opaque, so rare.)
+                longer = [
+                    stem + r for r, _ in revisions if r != revision and r.startswith(revision)
+                ]
+                found = [
+                    k
+                    for k in published.starting(stem + revision)
+                    if k == stem + revision + out_suffix or not any(k.startswith(o) for o in longer)
+                ]
+                item = f"s3://{inputs}/{key}#{revision}"
+                if len(found) > 1:
+                    report.add("doubled", item, f"{len(found)} outputs: {', '.join(found)}")
+                elif found:
+                    report.account("one output")
+                else:
+                    _unpublished(client, table, report, item, stem + revision + out_suffix)
+    if not table:
+        report.limits.append(
+            "no control table: an input rejected as malformed is only in the DLQ (its "
+            "message names the object), so it counts lost here"
+        )
+
+
+def _unpublished(client: Clients, table: str, report: Report, item: str, expected: str) -> None:
+    """A version past its grace with no output: accounted for by a FAILED record, pending
+    under a live lock, else lost."""
+    from exactly_once.handlers.etl import COMPLETE, IN_PROGRESS
+
+    record = _control(client, table, item.removeprefix("s3://"))
+    status = record.get("status", {}).get("S")
+    if record.get("failed"):
+        report.account("rejected (a FAILED record says why)")
+    elif status == IN_PROGRESS and float(record.get("lock_expires", {}).get("N", 0)) > time.time():
+        report.add("pending", item, "no output yet: a run holds its lock")
+    elif status == COMPLETE:
+        report.add("lost", item, f"its control record is COMPLETE, and {expected} is gone")
+    else:
+        report.add("lost", item, f"no output {expected}, no FAILED record")
+
+
+def _versions(s3: Any, bucket: str, prefix: str) -> Iterator[tuple[str, list[tuple[str, float]]]]:
+    """Each key under `prefix` with its versions' revisions (the version id; the ETag in
+    an unversioned bucket, or for a version written before versioning, whose events carry
+    none) and their times, a key at a time, in key order (ListObjectVersions lists a key's
+    versions together)."""
+    versioned = s3.get_bucket_versioning(Bucket=bucket).get("Status") in ("Enabled", "Suspended")
+    if not versioned:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents", []):
+                yield obj["Key"], [(obj["ETag"].strip('"'), obj["LastModified"].timestamp())]
+        return
+    current: str | None = None
+    revisions: list[tuple[str, float]] = []
+    for page in s3.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        for version in page.get("Versions", []):  # (delete markers are no input)
+            if version["Key"] != current:
+                if current is not None:
+                    yield current, revisions
+                current, revisions = version["Key"], []
+            version_id = version.get("VersionId") or "null"
+            revision = version_id if version_id != "null" else version["ETag"].strip('"')
+            revisions.append((revision, version["LastModified"].timestamp()))
+    if current is not None:
+        yield current, revisions
+
+
+class _Published:
+    """The output keys, in a temporary SQLite file: looked up by key or by stem, in memory
+    bounded whatever their number."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def has(self, key: str) -> bool:
+        return self.db.execute("SELECT 1 FROM k WHERE key = ?", (key,)).fetchone() is not None
+
+    def starting(self, stem: str) -> list[str]:
+        rows = self.db.execute(
+            "SELECT key FROM k WHERE key >= ? AND key < ? LIMIT 100", (stem, stem + "\U0010ffff")
+        )
+        return [row[0] for row in rows]
+
+
+@contextlib.contextmanager
+def _keys(s3: Any, bucket: str, prefix: str) -> Iterator[_Published]:
+    with tempfile.NamedTemporaryFile(suffix=".sqlite") as file:
+        db = sqlite3.connect(file.name)
+        try:
+            db.execute("CREATE TABLE k (key TEXT PRIMARY KEY) WITHOUT ROWID")
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+                db.executemany(
+                    "INSERT OR IGNORE INTO k VALUES (?)",
+                    [(obj["Key"],) for obj in page.get("Contents", [])],
+                )
+            db.commit()
+            yield _Published(db)
+        finally:
+            db.close()
+
+
+def _control(client: Clients, table: str, identity: str) -> dict[str, Any]:
+    """The version's control record (with `failed` if it has a FAILED record), read only
+    for a version without output: the few, not every input."""
+    if not table:
+        return {}
+    ddb = client("dynamodb")
+    found = ddb.batch_get_item(
+        RequestItems={
+            table: {
+                "Keys": [{"id": {"S": identity}}, {"id": {"S": f"failed#{identity}"}}],
+                "ConsistentRead": True,
+            }
+        }
+    )
+    items = {item["id"]["S"]: item for item in found.get("Responses", {}).get(table, [])}
+    record: dict[str, Any] = dict(items.get(identity, {}))
+    if f"failed#{identity}" in items:
+        record["failed"] = True
+    if found.get("UnprocessedKeys"):  # (throttled: read them one by one)
+        for key in (identity, f"failed#{identity}"):
+            item = ddb.get_item(TableName=table, Key={"id": {"S": key}}, ConsistentRead=True)
+            if "Item" in item:
+                record.update({"failed": True} if key != identity else item["Item"])
+    return record
+
+
+# -- pattern 3: every message past its time has ended ----------------------------------------
+def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now: float) -> None:
+    """Every message past its time plus the grace has ended (DONE, FAILED, UNKNOWN,
+    CANCELLED): one still RESERVED, STANDBY or FIRING is pending (the status index, one
+    Query per lane). With a receiver table, every DONE message of the window has its
+    receipt: one without is lost (the target was sent it and never recorded it)."""
+    from exactly_once.handlers.scheduler_index import Status, due, lanes
+
+    [table] = _needs(outputs, "table")
+    ddb = client("dynamodb")
+    for status in (Status.RESERVED, Status.STANDBY, Status.FIRING):
+        for status_lane in lanes(status):
+            for message_id, publish_at in due(ddb, table, status_lane, report.until, report.since):
+                report.audited += 1
+                late = int(now - publish_at)
+                report.add("pending", message_id, f"{status} {late} s past its time")
+    receipts = outputs.get("receiverTable")
+    if receipts:
+        _received(ddb, table, receipts, report)
+    else:
+        report.limits.append(
+            "no receiver table: a DONE message is the target's answer, not its receipt "
+            "(SchedulerArgs.receiver_table lets the audit check each)"
+        )
+
+
+def _received(ddb: Any, table: str, receipts: str, report: Report) -> None:
+    """Each DONE message of the window against the receiver's record of it."""
+    from exactly_once.handlers.receiver import COMPLETE
+    from exactly_once.handlers.receiver import IN_PROGRESS as RUNNING
+    from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status
+
+    values: dict[str, Any] = {":done": {"S": str(Status.DONE)}, ":until": {"N": f"{report.until}"}}
+    window = "#s = :done AND publish_at < :until"
+    if report.since is not None:
+        window += " AND publish_at >= :since"
+        values[":since"] = {"N": f"{report.since}"}
+    pages = ddb.get_paginator("scan").paginate(
+        TableName=table,
+        FilterExpression=window,
+        ProjectionExpression="pk",
+        ExpressionAttributeNames={"#s": "status"},
+        ExpressionAttributeValues=values,
+    )
+    for page in pages:
+        ids = [item["pk"]["S"].removeprefix(KEY_PREFIX) for item in page.get("Items", [])]
+        for batch in (ids[i : i + 100] for i in range(0, len(ids), 100)):
+            found = _get_all(ddb, receipts, [{"pk": {"S": f"RECEIVED#{i}"}} for i in batch])
+            for message_id in batch:
+                report.audited += 1
+                status = found.get(f"RECEIVED#{message_id}", {}).get("status", {}).get("S")
+                if status == COMPLETE:
+                    report.account("DONE and received")
+                elif status == RUNNING:  # applied; its COMPLETE write failed (its log says)
+                    report.account("DONE, received, its receipt not completed")
+                else:
+                    report.add("lost", message_id, "DONE, and its receiver has no record of it")
+
+
+def _get_all(ddb: Any, table: str, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The items of `keys` (at most 100) by pk, every unprocessed key asked again."""
+    found: dict[str, dict[str, Any]] = {}
+    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
+    for attempt in range(8):
+        answer = ddb.batch_get_item(RequestItems=request)
+        for item in answer.get("Responses", {}).get(table, []):
+            found[item["pk"]["S"]] = item
+        request = answer.get("UnprocessedKeys") or {}
+        if not request:
+            return found
+        time.sleep(min(2.0, 0.05 * 2**attempt))  # (throttled: back off, as the SDK would)
+    raise RuntimeError(f"{table}: keys still unprocessed after 8 BatchGetItem calls")
+
+
+# -- pattern 4: every key completed with every step, none held past the timeout -------------
+def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now: float) -> None:
+    """Each checkpoint: one completed with a step not recorded is lost; one whose lease
+    was last written longer ago than the workflow's timeout plus the grace is lost too
+    (its run ended without finishing and nobody re-ran the key: a rerun finishes it)."""
+    from exactly_once.handlers import timestamps
+    from exactly_once.handlers.checkpoints import EMPTY, SAVED_AT
+
+    table, timeout = _needs(outputs, "table", "timeoutSeconds")
+    held_until = report.until - float(timeout)
+    pages = client("dynamodb").get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+    for page in pages:
+        for item in page.get("Items", []):
+            steps = {name[4:]: v.get("S") for name, v in item.items() if name.startswith("out_")}
+            if not steps:
+                continue  # (not a checkpoint)
+            key = item["pk"]["S"]
+            completed = item.get("completed_at", {}).get("N")
+            saved = item.get(SAVED_AT, {}).get("S")
+            when = float(completed) if completed else _epoch(saved, timestamps)
+            if report.since is not None and when is not None and when < report.since:
+                continue
+            report.audited += 1
+            missing = [step for step, entry in steps.items() if entry in (None, EMPTY)]
+            if completed and missing:
+                report.add("lost", key, f"completed with step {', '.join(missing)} not recorded")
+            elif completed:
+                report.account("completed")
+            elif "lease" in item and when is not None and when < held_until:
+                report.add(
+                    "lost",
+                    key,
+                    f"held by {item['lease']['S']} since {saved}, past the workflow's "
+                    f"timeout ({int(timeout)} s): rerun the key (`exactly-once rerun`)",
+                )
+            else:
+                report.account("in progress")
+
+
+def _epoch(text: str | None, timestamps: Any) -> float | None:
+    try:
+        return None if not text else float(timestamps.epoch(text))
+    except ValueError:
+        return None
+
+
+def dumps(report: Report) -> str:
+    return json.dumps(report.as_dict(), indent=2)

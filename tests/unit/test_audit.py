@@ -1,0 +1,236 @@
+"""The audit (handlers/audit.py) against moto: each finding planted, and a clean component
+reporting none."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from exactly_once.handlers import audit, runtime
+from exactly_once.handlers.checkpoints import EMPTY
+from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status, lane, table_schema
+
+pytestmark = pytest.mark.usefixtures("moto")
+HOUR = 3600.0
+LATER = time.time() + HOUR  # "now" an hour on: every input written now is past its grace
+
+
+def etl_outputs(**changes: Any) -> dict[str, Any]:
+    return {
+        "kind": "IdempotentEtl",
+        "inputBucket": "inputs",
+        "inputPrefix": "data/",
+        "inputSuffix": ".csv",
+        "outputBucket": "outputs",
+        "outputPrefix": "out/",
+        "outputSuffix": ".json",
+        "controlTable": "control",
+        **changes,
+    }
+
+
+@pytest.fixture
+def buckets() -> Any:
+    s3 = runtime.client("s3")
+    for bucket in ("inputs", "outputs"):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket="inputs", VersioningConfiguration={"Status": "Enabled"})
+    runtime.client("dynamodb").create_table(
+        TableName="control",
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return s3
+
+
+def put_input(s3: Any, key: str, publish: bool = True, suffix: str = ".json") -> str:
+    version = str(s3.put_object(Bucket="inputs", Key=key, Body=b"a,b\n")["VersionId"])
+    if publish:
+        s3.put_object(Bucket="outputs", Key=f"out/{key}.{version}{suffix}", Body=b"{}")
+    return version
+
+
+def run(outputs: dict[str, Any], grace: float = 900, now: float = LATER) -> audit.Report:
+    return audit.audit(outputs, runtime.client, grace_seconds=grace, now=now)
+
+
+def test_every_input_version_with_its_one_output_is_clean(buckets: Any) -> None:
+    for n in range(3):
+        put_input(buckets, f"data/{n}.csv")
+    put_input(buckets, "data/0.csv")  # a second version of a key: its own output
+    buckets.put_object(Bucket="inputs", Key="data/notes.txt", Body=b"x")  # not an input (suffix)
+    report = run(etl_outputs())
+    assert report.clean, report.as_dict()
+    assert report.audited == 4
+    assert report.accounted == {"one output": 4}
+
+
+def test_an_input_version_without_output_past_its_grace_is_lost(buckets: Any) -> None:
+    put_input(buckets, "data/kept.csv")
+    version = put_input(buckets, "data/gone.csv")
+    buckets.delete_object(Bucket="outputs", Key=f"out/data/gone.csv.{version}.json")
+    report = run(etl_outputs())
+    assert report.counts == {"lost": 1, "doubled": 0, "pending": 0}
+    [finding] = report.findings
+    assert finding.item == f"s3://inputs/data/gone.csv#{version}"
+    assert f"out/data/gone.csv.{version}.json" in finding.reason
+
+
+def test_inputs_within_their_grace_are_not_judged(buckets: Any) -> None:
+    put_input(buckets, "data/new.csv", publish=False)
+    report = run(etl_outputs(), grace=900, now=time.time())
+    assert report.clean and report.audited == 0
+    assert report.accounted == {"in its grace": 1}
+
+
+def test_a_second_output_of_one_version_is_doubled(buckets: Any) -> None:
+    version = put_input(buckets, "data/a.csv")
+    buckets.put_object(Bucket="outputs", Key=f"out/data/a.csv.{version}.json.gz", Body=b"{}")
+    report = run(etl_outputs())
+    assert report.counts["doubled"] == 1
+    assert "2 outputs" in report.findings[0].reason
+
+
+def test_a_rejected_input_is_accounted_for_and_a_locked_one_pending(buckets: Any) -> None:
+    bad = put_input(buckets, "data/bad.csv", publish=False)
+    busy = put_input(buckets, "data/busy.csv", publish=False)
+    ddb = runtime.client("dynamodb")
+    ddb.put_item(TableName="control", Item={"id": {"S": f"failed#inputs/data/bad.csv#{bad}"}})
+    ddb.put_item(
+        TableName="control",
+        Item={
+            "id": {"S": f"inputs/data/busy.csv#{busy}"},
+            "status": {"S": "IN_PROGRESS"},
+            "lock_expires": {"N": str(time.time() + 300)},
+        },
+    )
+    report = run(etl_outputs())
+    assert report.counts == {"lost": 0, "doubled": 0, "pending": 1}
+    assert report.accounted == {"rejected (a FAILED record says why)": 1}
+
+
+def test_an_unversioned_bucket_is_judged_by_etag(buckets: Any) -> None:
+    buckets.create_bucket(Bucket="plain")
+    etag = buckets.put_object(Bucket="plain", Key="data/p.csv", Body=b"1")["ETag"].strip('"')
+    buckets.put_object(Bucket="outputs", Key=f"out/data/p.csv.{etag}.json", Body=b"{}")
+    buckets.put_object(Bucket="plain", Key="data/q.csv", Body=b"2")
+    report = run(etl_outputs(inputBucket="plain"))
+    assert report.counts["lost"] == 1 and report.findings[0].item.startswith("s3://plain/data/q")
+
+
+def test_listings_are_paged_and_findings_bounded(
+    buckets: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(audit, "MAX_LISTED", 5)
+    for n in range(1200):  # past one page of ListObjectVersions and ListObjectsV2 (1,000)
+        put_input(buckets, f"data/{n:04}.csv", publish=n % 100 != 0)
+    report = run(etl_outputs())
+    assert report.audited == 1200
+    assert report.counts["lost"] == 12 and len(report.findings) == 5
+
+
+@pytest.fixture
+def messages() -> Any:
+    ddb = runtime.client("dynamodb")
+    ddb.create_table(TableName="messages", **table_schema())
+    ddb.create_table(
+        TableName="received",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return ddb
+
+
+def message(ddb: Any, message_id: str, status: Status, publish_at: float) -> None:
+    item = {
+        "pk": {"S": f"{KEY_PREFIX}{message_id}"},
+        "status": {"S": str(status)},
+        "publish_at": {"N": f"{publish_at:.3f}"},
+    }
+    if status not in (Status.DONE, Status.FAILED, Status.UNKNOWN, Status.CANCELLED):
+        item["lane"] = {"S": lane(status, message_id)}
+    ddb.put_item(TableName="messages", Item=item)
+
+
+def scheduler_outputs(receipts: str | None = "received") -> dict[str, Any]:
+    return {"kind": "Scheduler", "table": "messages", "receiverTable": receipts}
+
+
+def test_a_message_past_its_time_and_grace_not_ended_is_pending(messages: Any) -> None:
+    now = time.time()
+    message(messages, "late", Status.FIRING, now - 2 * HOUR)
+    message(messages, "soon", Status.STANDBY, now - 60)  # within its grace
+    message(messages, "ended", Status.FAILED, now - 2 * HOUR)
+    report = run(scheduler_outputs(None), now=now)
+    assert report.counts == {"lost": 0, "doubled": 0, "pending": 1}
+    assert report.findings[0].item == "late" and "FIRING" in report.findings[0].reason
+    assert report.limits  # without receipts, DONE is not checked against the target
+
+
+def test_a_done_message_its_receiver_never_recorded_is_lost(messages: Any) -> None:
+    now = time.time()
+    for n in range(3):
+        message(messages, f"m{n}", Status.DONE, now - 2 * HOUR)
+    messages.put_item(
+        TableName="received", Item={"pk": {"S": "RECEIVED#m0"}, "status": {"S": "COMPLETE"}}
+    )
+    messages.put_item(
+        TableName="received", Item={"pk": {"S": "RECEIVED#m1"}, "status": {"S": "IN_PROGRESS"}}
+    )
+    report = run(scheduler_outputs(), now=now)
+    assert report.counts == {"lost": 1, "doubled": 0, "pending": 0}
+    assert report.findings[0].item == "m2"
+    assert report.audited == 3
+
+
+@pytest.fixture
+def checkpoints() -> Any:
+    ddb = runtime.client("dynamodb")
+    ddb.create_table(
+        TableName="checkpoints",
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return ddb
+
+
+def checkpoint(ddb: Any, key: str, steps: dict[str, bool], **attributes: Any) -> None:
+    item = {"pk": {"S": key}, **attributes}
+    for step, done in steps.items():
+        item[f"out_{step}"] = {"S": json.dumps({"done": True}) if done else EMPTY}
+    ddb.put_item(TableName="checkpoints", Item=item)
+
+
+def test_a_lease_left_past_the_timeout_and_a_completed_key_missing_a_step_are_lost(
+    checkpoints: Any,
+) -> None:
+    from exactly_once.handlers import timestamps
+
+    now = time.time()
+    old = {"S": timestamps.iso_ms(now - 3 * HOUR)}
+    arn = "arn:aws:states:us-east-1:123456789012:execution:orders:k"
+    checkpoint(checkpoints, "done", {"a": True, "b": True}, completed_at={"N": str(int(now))})
+    checkpoint(checkpoints, "left", {"a": True, "b": False}, lease={"S": arn}, saved_at=old)
+    running = {"S": timestamps.iso_ms(now - 60)}
+    checkpoint(checkpoints, "running", {"a": False, "b": False}, lease={"S": arn}, saved_at=running)
+    completed = {"N": str(int(now - HOUR))}
+    checkpoint(checkpoints, "hole", {"a": True, "b": False}, completed_at=completed)
+    checkpoints.put_item(TableName="checkpoints", Item={"pk": {"S": "MESSAGE#other"}})
+    outputs = {"kind": "ResumableWorkflow", "table": "checkpoints", "timeoutSeconds": HOUR}
+    report = run(outputs, now=now)
+    assert report.counts == {"lost": 2, "doubled": 0, "pending": 0}
+    assert {f.item for f in report.findings} == {"left", "hole"}
+    assert report.audited == 4
+
+
+def test_another_kind_is_refused_by_name() -> None:
+    with pytest.raises(audit.NotAudited, match="no audit for Starter"):
+        run({"kind": "Starter"})
+    with pytest.raises(audit.NotAudited, match="lack outputSuffix"):
+        run({k: v for k, v in etl_outputs().items() if k != "outputSuffix"})
