@@ -388,6 +388,11 @@ class IdempotentEtl(Component):
             {
                 "inputBucket": self.input_bucket_name,
                 "outputBucket": self.output_bucket_name,
+                # what `exactly-once audit` derives each input's output key from
+                "inputPrefix": args.input_prefix,
+                "inputSuffix": args.input_suffix,
+                "outputPrefix": args.output_prefix,
+                "outputSuffix": args.output_suffix,
                 "controlTable": self.control_table.name,
                 "functionName": self.function.name,
                 "dlqUrl": self.dlq.url,

@@ -204,7 +204,9 @@ class ResumableWorkflow(Component):
         outputs = builds[Backend(args.backend)](name, args, watch)
         watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
         watch.counts("Steps", ["StepsRun", "StepsSkipped"])
-        self._finish(watch, {"table": self.table.name, **outputs})
+        # timeoutSeconds: a key held longer than this by one run is stuck (the audit's)
+        outputs = {"table": self.table.name, "timeoutSeconds": args.timeout_seconds, **outputs}
+        self._finish(watch, outputs)
 
     def _state_machine(
         self, name: str, args: ResumableWorkflowArgs, watch: Watch

@@ -15,6 +15,8 @@ lanes. Each command checks it was pointed at what it works on; each that writes 
              status was never written, ended by hand (the runbook's step)
     scheduler-lanes --table T        pending messages into the status index's    writes
              lanes (once, upgrading 0.2 -> 0.3)
+    audit    --outputs F --component C   did every input take effect exactly once?
+             (an ETL's, a scheduler's or a resumable workflow's; exit 3 on a finding)
 
 What each works on, checked before anything is written (refused, exit 2, naming what it
 was pointed at): the workflow commands a ResumableWorkflow's state machine and its own
@@ -36,7 +38,8 @@ AWS credentials and region come from the standard chain (AWS_PROFILE, AWS_REGION
 ~/.aws/config), or --profile and --region; --endpoint-url keeps them (LocalStack's test
 keys only when there are none).
 COMMAND --help shows each command with an example. Exit codes: 0 done (or a dry run),
-1 AWS refused or failed, 2 refused here (a bad command, the wrong target, not confirmed).
+1 AWS refused or failed, 2 refused here (a bad command, the wrong target, not confirmed),
+3 the audit found an input lost, doubled or pending.
 """
 
 from __future__ import annotations
@@ -107,8 +110,18 @@ COMMANDS = {
         "run again.",
         "--table my-scheduler-messages-1234567",
     ),
+    "audit": (
+        "Reconcile a component's inputs with their effects, reading only: each input past "
+        "its grace must have taken effect once (an ETL's object versions against their "
+        "outputs, a scheduler's messages against their end and their receipts, a resumable "
+        "workflow's keys against their steps). Findings: lost, doubled, pending "
+        "(docs/runbook.md says what to do with each); exit 3 if any.",
+        "--outputs outputs.json --component thumbnails --since 2026-12-01T00:00:00Z",
+    ),
 }
-WRITES = frozenset(set(COMMANDS) - {"show"})
+WRITES = frozenset(set(COMMANDS) - {"show", "audit"})
+AUDITED = ("IdempotentEtl", "ResumableWorkflow", "Scheduler")
+FOUND = 3  # the audit's exit status when it found anything
 # The component kinds each command works on (a component's `kind` output)
 WORKFLOW_KIND = ("ResumableWorkflow",)
 KINDS: dict[str, tuple[str, ...]] = {
@@ -116,6 +129,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "redrive-dlq": tuple(sorted(set(REDRIVABLE.values()))),
     "scheduler-set-status": ("Scheduler",),
     "scheduler-lanes": ("Scheduler",),
+    "audit": AUDITED,
 }
 DEAD_LETTERS = (
     "--queue https://sqs.REGION.amazonaws.com/ACCOUNT/orders-dlq --function orders-starter"
@@ -192,6 +206,8 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
             _dead_letters_parser(commands, prog, name, summary, example)
         elif name.startswith("scheduler-"):
             _scheduler_parser(commands, prog, name, summary, example)
+        elif name == "audit":
+            _audit_parser(commands, prog, name, summary, example)
         else:
             _workflow_parser(commands, prog, name, summary, example)
     return root
@@ -308,6 +324,55 @@ def _scheduler_parser(commands: Any, prog: str, name: str, summary: str, example
     where.add_argument("--outputs", help="a stack's outputs as JSON (`pulumi stack output --json`)")
     where.add_argument("--component", help="with --outputs: the output holding the scheduler's")
     _aws(where)
+
+
+def _audit_parser(commands: Any, prog: str, name: str, summary: str, example: str) -> None:
+    command = _command(commands, prog, name, summary, f"example: {prog} {name} {example}")
+    command.add_argument(
+        "--since",
+        type=_instant,
+        help="judge the inputs from this time (ISO 8601 with its offset; default: all)",
+    )
+    command.add_argument(
+        "--grace-minutes",
+        type=float,
+        default=15.0,
+        help="an input younger than this is not judged yet (default 15)",
+    )
+    command.add_argument(
+        "--format", choices=["json", "table"], default="json", help="the report's form"
+    )
+    where = command.add_argument_group("which component, where")
+    where.add_argument(
+        "--outputs", required=True, help="a stack's outputs as JSON (`pulumi stack output --json`)"
+    )
+    where.add_argument("--component", help="the output holding the component's (its exports())")
+    _aws(where)
+
+
+def _audit(args: argparse.Namespace) -> Any:
+    from exactly_once.handlers import timestamps
+    from exactly_once.handlers.audit import NotAudited, audit
+
+    outputs = _outputs(args.outputs, args.component, {"kind"}, args.command)
+    since = timestamps.epoch(args.since) if args.since else None
+    client = clients(args.endpoint_url, args.region, args.profile)
+    try:
+        return audit(outputs, client, args.grace_minutes * 60, since)
+    except NotAudited as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _table(report: Any) -> str:
+    """The report for a terminal: the counts, then one line per finding listed."""
+    counts = ", ".join(f"{n} {kind}" for kind, n in report.counts.items())
+    lines = [f"{report.component}: {report.audited} inputs judged; {counts}"]
+    lines += [f"  {f.kind:<8} {f.item}  {f.reason}" for f in report.findings]
+    if len(report.findings) < sum(report.counts.values()):
+        lines.append(f"  (the first {len(report.findings)} listed)")
+    lines += [f"  accounted: {n} {why}" for why, n in report.accounted.items()]
+    lines += [f"  cannot tell: {limit}" for limit in report.limits]
+    return "\n".join(lines)
 
 
 def _a(kind: str) -> str:
@@ -686,6 +751,8 @@ def run(args: argparse.Namespace, prog: str = PROG) -> Any:
         workflow = _workflow(args)
         _steps(workflow)  # (a resumable workflow's, its own table)
         return workflow.show(args.key) or {"key": args.key, "steps": None}
+    if args.command == "audit":
+        return _audit(args)
     if args.command == "redrive-dlq":
         if args.list and args.dry_run:
             raise CommandError("--list receives the messages, --dry-run receives nothing: not both")
@@ -710,7 +777,8 @@ def run(args: argparse.Namespace, prog: str = PROG) -> Any:
 
 def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     """Exit codes: 0 done, 1 AWS refused or failed (one line with its reason), 2 refused
-    here: a bad command (argparse's usage errors too), the wrong target, not confirmed."""
+    here: a bad command (argparse's usage errors too), the wrong target, not confirmed;
+    3 the audit found something."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     args = parser(prog).parse_args(argv)
@@ -729,6 +797,9 @@ def main(argv: list[str] | None = None, prog: str = PROG) -> int:
     except BotoCoreError as exc:  # no credentials, no region, no connection
         print(f"{prog} {args.command}: {exc}", file=sys.stderr)
         return 1
+    if args.command == "audit":
+        print(_table(result) if args.format == "table" else json.dumps(result.as_dict(), indent=2))
+        return 0 if result.clean else FOUND
     print(json.dumps(result, indent=2, default=str))
     return 0
 

@@ -28,8 +28,14 @@ from tests.unit.test_ops_cli import workflow as workflow  # the checkpoint table
 HEADER = "| command | writes? | IAM actions | on which resource |"
 ACTION = re.compile(r"`([a-z0-9-]+:[A-Za-z]+)`")
 # An API operation whose IAM action has another name (the Service Authorization Reference
-# for AWS Lambda lists the Invoke API under the action InvokeFunction)
-RENAMED = {"lambda:Invoke": "lambda:InvokeFunction"}
+# for AWS Lambda lists the Invoke API under the action InvokeFunction,
+# and the Amazon S3 reference lists ListObjectVersions under s3:ListBucketVersions,
+# ListObjectsV2 under s3:ListBucket)
+RENAMED = {
+    "lambda:Invoke": "lambda:InvokeFunction",
+    "s3:ListObjectVersions": "s3:ListBucketVersions",
+    "s3:ListObjectsV2": "s3:ListBucket",
+}
 STARTER = "orders-starter"
 REJECTED = {"status": "REJECTED", "reason": "still no target"}
 
@@ -90,7 +96,8 @@ class Recorder:
 
     def run(self, argv: list[str]) -> set[str]:
         self.calls.clear()
-        assert cli.main(argv) == 0, argv
+        # (the audit exits FOUND on a finding: each run here plants one)
+        assert cli.main(argv) == (cli.FOUND if argv[0] == "audit" else 0), argv
         return set(self.calls)
 
 
@@ -169,8 +176,40 @@ def recorder(workflow: list[str], monkeypatch: pytest.MonkeyPatch) -> Iterator[R
     yield recording
 
 
+def audited(tmp_path: Any) -> list[list[str]]:
+    """An ETL, a scheduler (its messages table made by the test) and the workflow, each
+    with an input lost or pending: the audit's runs, one per kind."""
+    s3, ddb = runtime.client("s3"), runtime.client("dynamodb")
+    for bucket in ("etl-inputs", "etl-outputs"):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket="etl-inputs", VersioningConfiguration={"Status": "Enabled"})
+    s3.put_object(Bucket="etl-inputs", Key="a.csv", Body=b"1")  # no output: lost
+    for table, key in (("etl-control", "id"), ("received", "pk")):
+        ddb.create_table(
+            TableName=table,
+            KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+            AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
+            BillingMode="PAY_PER_REQUEST",
+        )
+    stuck = {"pk": {"S": "stuck"}, "out_charge": {"S": "{}"}, "lease": {"S": "arn:e"}}
+    ddb.put_item(TableName="checkpoints", Item={**stuck, "saved_at": {"S": "2026-01-01T00:00:00Z"}})
+    etl = {"kind": "IdempotentEtl", "inputBucket": "etl-inputs", "outputBucket": "etl-outputs"}
+    etl |= {"inputPrefix": "", "inputSuffix": "", "outputPrefix": "out/", "outputSuffix": ""}
+    outputs = {
+        "etl": {**etl, "controlTable": "etl-control"},
+        "reminders": {"kind": "Scheduler", "table": "messages", "receiverTable": "received"},
+        "orders": {"kind": "ResumableWorkflow", "table": "checkpoints", "timeoutSeconds": 60},
+    }
+    (tmp_path / "outputs.json").write_text(json.dumps(outputs))
+    file = str(tmp_path / "outputs.json")
+    return [
+        ["audit", "--outputs", file, "--component", name, "--grace-minutes", "0"]
+        for name in outputs
+    ]
+
+
 def test_the_docs_table_holds_each_commands_aws_calls(
-    recorder: Recorder, workflow: list[str]
+    recorder: Recorder, workflow: list[str], tmp_path: Any
 ) -> None:
     # GIVEN a checkpoint, a failed execution that still holds its key, a scheduler's
     # messages (one delivered and unrecorded, one of an older deployment without a lane)
@@ -214,6 +253,7 @@ def test_the_docs_table_holds_each_commands_aws_calls(
         "redrive-dlq": [["redrive-dlq", *dlq, "--list"], ["redrive-dlq", *dlq]],
         "scheduler-set-status": [["scheduler-set-status", "--table", "messages", *settle]],
         "scheduler-lanes": [["scheduler-lanes", "--table", "messages"]],
+        "audit": audited(tmp_path),
     }
     table, writing = documented()
     assert set(table) == set(runs) == set(cli.COMMANDS)
