@@ -205,8 +205,8 @@ class ResumableWorkflow(Component):
         watch.counts("Runs", ["RunsStarted", "RunsSucceeded", "RunsFailed", "KeysCompleted"])
         watch.counts("Steps", ["StepsRun", "StepsSkipped"])
         # timeoutSeconds: a key held longer than this by one run is stuck (the audit's)
-        outputs = {"table": self.table.name, "timeoutSeconds": args.timeout_seconds, **outputs}
-        self._finish(watch, outputs)
+        timeout = {"timeoutSeconds": args.timeout_seconds}
+        self._finish(watch, {"table": self.table.name, **timeout, **outputs})
 
     def _state_machine(
         self, name: str, args: ResumableWorkflowArgs, watch: Watch
