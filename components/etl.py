@@ -11,6 +11,7 @@ from typing import Literal
 import pulumi
 import pulumi_aws as aws
 
+from exactly_once.components.audit import AuditOptions, scheduled_audit
 from exactly_once.components.buckets import secure_bucket
 from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
@@ -137,6 +138,9 @@ class IdempotentEtlArgs:
     (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
+    audit: AuditOptions | None = None
+    """A scheduled audit: every input version past its grace has exactly one output, or a
+    FAILED record (Lost, Doubled, Pending metrics, each alarmed; docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -383,21 +387,28 @@ class IdempotentEtl(Component):
         )
         watch.counts("Objects", ["Written", "Duplicate", "Rejected"])
         watch.counts("Output bytes", ["Bytes"])
-        self._finish(
-            watch,
-            {
-                "inputBucket": self.input_bucket_name,
-                "outputBucket": self.output_bucket_name,
-                # what `exactly-once audit` derives each input's output key from
-                "inputPrefix": args.input_prefix,
-                "inputSuffix": args.input_suffix,
-                "outputPrefix": args.output_prefix,
-                "outputSuffix": args.output_suffix,
-                "controlTable": self.control_table.name,
-                "functionName": self.function.name,
-                "dlqUrl": self.dlq.url,
-            },
-        )
+        outputs = {
+            "inputBucket": self.input_bucket_name,
+            "outputBucket": self.output_bucket_name,
+            # what `exactly-once audit` derives each input's output key from
+            "inputPrefix": args.input_prefix,
+            "inputSuffix": args.input_suffix,
+            "outputPrefix": args.output_prefix,
+            "outputSuffix": args.output_suffix,
+            "controlTable": self.control_table.name,
+            "functionName": self.function.name,
+            "dlqUrl": self.dlq.url,
+        }
+        if args.audit is not None:
+            # what the audit lists (a versioned input's versions, or its objects) and reads
+            # (a FAILED record or lock, for a version without output), nothing more
+            audit_reads = [
+                allow(["s3:ListBucket"], [input_arn, output_arn]),
+                allow(["s3:GetBucketVersioning", "s3:ListBucketVersions"], [input_arn]),
+                allow(["dynamodb:BatchGetItem"], [self.control_table.arn]),
+            ]
+            scheduled_audit(self, name, outputs, audit_reads, args.audit, args.monitoring, watch)
+        self._finish(watch, outputs)
 
     def _bucket(
         self, existing: pulumi.Input[str] | None, created: aws.s3.Bucket | None

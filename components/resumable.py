@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components import resumable_asl
+from exactly_once.components.audit import AuditOptions, scheduled_audit
 from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
@@ -106,6 +107,9 @@ class ResumableWorkflowArgs:
     (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
+    audit: AuditOptions | None = None
+    """A scheduled audit: no key held past `timeout_seconds` plus the grace, none completed
+    with a step not recorded (Lost metric, alarmed; docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -206,7 +210,11 @@ class ResumableWorkflow(Component):
         watch.counts("Steps", ["StepsRun", "StepsSkipped"])
         # timeoutSeconds: a key held longer than this by one run is stuck (the audit's)
         timeout = {"timeoutSeconds": args.timeout_seconds}
-        self._finish(watch, {"table": self.table.name, **timeout, **outputs})
+        every: dict[str, Any] = {"table": self.table.name, **timeout, **outputs}
+        if args.audit is not None:
+            audit_reads = [allow(["dynamodb:Scan"], [self.table.arn])]  # every checkpoint
+            scheduled_audit(self, name, every, audit_reads, args.audit, args.monitoring, watch)
+        self._finish(watch, every)
 
     def _state_machine(
         self, name: str, args: ResumableWorkflowArgs, watch: Watch

@@ -23,6 +23,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from exactly_once.components.audit import AuditOptions, scheduled_audit
 from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.functions import (
@@ -217,6 +218,10 @@ class SchedulerArgs:
     (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
+    audit: AuditOptions | None = None
+    """A scheduled audit: every message past its time plus the grace has ended, and with
+    `receiver_table` each DONE one was received (Lost, Pending metrics, each alarmed;
+    docs/operations.md)."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -307,20 +312,31 @@ class Scheduler(Component):
         self.url, self.api_key = self._api(name, args, environment)
         self.sweep_function = self._sweep(name, args, environment)
         self.starter_function = self._stream_starter(name, environment)
-        self._finish(
-            self._watch(name, args),
-            {
-                "table": self.table.name,
-                "stateMachineArn": self.state_machine.arn,
-                "url": self.url,
-                "apiKey": self.api_key,
-                "dlqUrl": self.dlq.url,
-                "sweepFunction": self.sweep_function.name,
-                "starterFunction": self.starter_function.name,
-                "slotFunction": self.slot_function.name,
-                "receiverTable": self.receiver_table.name if self.receiver_table else None,
-            },
-        )
+        watch = self._watch(name, args)
+        outputs = {
+            "table": self.table.name,
+            "stateMachineArn": self.state_machine.arn,
+            "url": self.url,
+            "apiKey": self.api_key,
+            "dlqUrl": self.dlq.url,
+            "sweepFunction": self.sweep_function.name,
+            "starterFunction": self.starter_function.name,
+            "slotFunction": self.slot_function.name,
+            "receiverTable": self.receiver_table.name if self.receiver_table else None,
+        }
+        if args.audit is not None:
+            # pending messages by the status index, DONE ones by a scan, their receipts
+            audit_reads = [
+                allow(
+                    ["dynamodb:Query"],
+                    [self.table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")],
+                ),
+                allow(["dynamodb:Scan"], [self.table.arn]),
+            ]
+            if self.receiver_table is not None:
+                audit_reads.append(allow(["dynamodb:BatchGetItem"], [self.receiver_table.arn]))
+            scheduled_audit(self, name, outputs, audit_reads, args.audit, args.monitoring, watch)
+        self._finish(watch, outputs)
 
     def _watch(self, name: str, args: SchedulerArgs) -> Watch:
         watch = Watch(name, PATTERN, args.monitoring, self)

@@ -25,16 +25,20 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
+from exactly_once.handlers import metrics
+from exactly_once.handlers.runtime import client, lambda_handler, log
+from exactly_once.handlers.settings import Settings
+
 Kind = Literal["lost", "doubled", "pending"]
 KINDS: tuple[Kind, ...] = ("lost", "doubled", "pending")
 MAX_LISTED = 1000  # findings kept with their reasons; every one is counted
+BATCH = 100  # keys per BatchGetItem (its most)
 Clients = Callable[[str], Any]
 
 
@@ -90,6 +94,23 @@ def _iso(epoch: float | None) -> str | None:
     return None if epoch is None else timestamps.iso_ms(epoch)
 
 
+# What each audit reads of its component's outputs (the component passes its scheduled
+# audit these, and `exactly-once audit` reads them from the stack's outputs).
+READS: dict[str, tuple[str, ...]] = {
+    "IdempotentEtl": (
+        "inputBucket",
+        "inputPrefix",
+        "inputSuffix",
+        "outputBucket",
+        "outputPrefix",
+        "outputSuffix",
+        "controlTable",
+    ),
+    "Scheduler": ("table", "receiverTable"),
+    "ResumableWorkflow": ("table", "timeoutSeconds"),
+}
+
+
 class NotAudited(ValueError):
     """The outputs name no component this audit knows, or lack what it reads."""
 
@@ -111,16 +132,12 @@ def audit(
             f"no audit for {kind or 'outputs without a kind'}: the audit reads "
             f"{', '.join(sorted(auditors))} components"
         )
+    missing = [name for name in READS[kind] if name not in outputs]
+    if missing:
+        raise NotAudited(f"the {kind} outputs lack {', '.join(missing)}")
     report = Report(kind, since, now - grace_seconds)
     auditors[kind](outputs, client, report, now)
     return report
-
-
-def _needs(outputs: Mapping[str, Any], *names: str) -> list[Any]:
-    missing = [name for name in names if name not in outputs]
-    if missing:
-        raise NotAudited(f"the {outputs.get('kind')} outputs lack {', '.join(missing)}")
-    return [outputs[name] for name in names]
 
 
 # -- pattern 5: one output per input object version ----------------------------------------
@@ -130,17 +147,12 @@ def _etl(outputs: Mapping[str, Any], client: Clients, report: Report, now: float
     the grace is lost, unless a FAILED record (rejected, with its reason) or a live lock
     (pending) accounts for it; two or more outputs of one version (another suffix: the
     settings changed) are doubled."""
-    inputs, in_prefix, in_suffix, out_bucket, out_prefix, out_suffix = _needs(
-        outputs,
-        "inputBucket",
-        "inputPrefix",
-        "inputSuffix",
-        "outputBucket",
-        "outputPrefix",
-        "outputSuffix",
+    inputs, in_prefix, in_suffix, out_bucket, out_prefix, out_suffix, table = (
+        outputs[name] for name in READS["IdempotentEtl"]
     )
-    table = outputs.get("controlTable") or ""
+    table = table or ""
     s3 = client("s3")
+    unpublished: list[tuple[str, str]] = []  # (item, expected output): judged 50 at a time
     with _keys(s3, out_bucket, out_prefix) as published:
         for key, revisions in _versions(s3, inputs, in_prefix):
             if not key.endswith(in_suffix) or (inputs == out_bucket and key.startswith(out_prefix)):
@@ -170,7 +182,11 @@ def _etl(outputs: Mapping[str, Any], client: Clients, report: Report, now: float
                 elif found:
                     report.account("one output")
                 else:
-                    _unpublished(client, table, report, item, stem + revision + out_suffix)
+                    unpublished.append((item, stem + revision + out_suffix))
+                    if len(unpublished) == BATCH // 2:
+                        _unpublished(client, table, report, unpublished)
+                        unpublished.clear()
+    _unpublished(client, table, report, unpublished)
     if not table:
         report.limits.append(
             "no control table: an input rejected as malformed is only in the DLQ (its "
@@ -178,21 +194,31 @@ def _etl(outputs: Mapping[str, Any], client: Clients, report: Report, now: float
         )
 
 
-def _unpublished(client: Clients, table: str, report: Report, item: str, expected: str) -> None:
-    """A version past its grace with no output: accounted for by a FAILED record, pending
-    under a live lock, else lost."""
+def _unpublished(
+    client: Clients, table: str, report: Report, versions: list[tuple[str, str]]
+) -> None:
+    """Versions past their grace with no output (item, expected output): each accounted for
+    by a FAILED record, pending under a live lock, else lost. Their control records are
+    read (two keys each, BatchGetItem) only for these: the few, not every input."""
     from exactly_once.handlers.etl import COMPLETE, IN_PROGRESS
 
-    record = _control(client, table, item.removeprefix("s3://"))
-    status = record.get("status", {}).get("S")
-    if record.get("failed"):
-        report.account("rejected (a FAILED record says why)")
-    elif status == IN_PROGRESS and float(record.get("lock_expires", {}).get("N", 0)) > time.time():
-        report.add("pending", item, "no output yet: a run holds its lock")
-    elif status == COMPLETE:
-        report.add("lost", item, f"its control record is COMPLETE, and {expected} is gone")
-    else:
-        report.add("lost", item, f"no output {expected}, no FAILED record")
+    identities = [item.removeprefix("s3://") for item, _ in versions]
+    records: dict[str, dict[str, Any]] = {}
+    if table and identities:
+        keys = [{"id": {"S": f"{p}{i}"}} for i in identities for p in ("", "failed#")]
+        records = _get_all(client("dynamodb"), table, keys, "id")
+    for (item, expected), identity in zip(versions, identities, strict=True):
+        record = records.get(identity, {})
+        status = record.get("status", {}).get("S")
+        lock = float(record.get("lock_expires", {}).get("N", 0))
+        if f"failed#{identity}" in records:
+            report.account("rejected (a FAILED record says why)")
+        elif status == IN_PROGRESS and lock > time.time():
+            report.add("pending", item, "no output yet: a run holds its lock")
+        elif status == COMPLETE:
+            report.add("lost", item, f"its control record is COMPLETE, and {expected} is gone")
+        else:
+            report.add("lost", item, f"no output {expected}, no FAILED record")
 
 
 def _versions(s3: Any, bucket: str, prefix: str) -> Iterator[tuple[str, list[tuple[str, float]]]]:
@@ -255,32 +281,6 @@ def _keys(s3: Any, bucket: str, prefix: str) -> Iterator[_Published]:
             db.close()
 
 
-def _control(client: Clients, table: str, identity: str) -> dict[str, Any]:
-    """The version's control record (with `failed` if it has a FAILED record), read only
-    for a version without output: the few, not every input."""
-    if not table:
-        return {}
-    ddb = client("dynamodb")
-    found = ddb.batch_get_item(
-        RequestItems={
-            table: {
-                "Keys": [{"id": {"S": identity}}, {"id": {"S": f"failed#{identity}"}}],
-                "ConsistentRead": True,
-            }
-        }
-    )
-    items = {item["id"]["S"]: item for item in found.get("Responses", {}).get(table, [])}
-    record: dict[str, Any] = dict(items.get(identity, {}))
-    if f"failed#{identity}" in items:
-        record["failed"] = True
-    if found.get("UnprocessedKeys"):  # (throttled: read them one by one)
-        for key in (identity, f"failed#{identity}"):
-            item = ddb.get_item(TableName=table, Key={"id": {"S": key}}, ConsistentRead=True)
-            if "Item" in item:
-                record.update({"failed": True} if key != identity else item["Item"])
-    return record
-
-
 # -- pattern 3: every message past its time has ended ----------------------------------------
 def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now: float) -> None:
     """Every message past its time plus the grace has ended (DONE, FAILED, UNKNOWN,
@@ -289,7 +289,7 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
     receipt: one without is lost (the target was sent it and never recorded it)."""
     from exactly_once.handlers.scheduler_index import Status, due, lanes
 
-    [table] = _needs(outputs, "table")
+    table, receipts = outputs["table"], outputs["receiverTable"]
     ddb = client("dynamodb")
     for status in (Status.RESERVED, Status.STANDBY, Status.FIRING):
         for status_lane in lanes(status):
@@ -297,7 +297,6 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
                 report.audited += 1
                 late = int(now - publish_at)
                 report.add("pending", message_id, f"{status} {late} s past its time")
-    receipts = outputs.get("receiverTable")
     if receipts:
         _received(ddb, table, receipts, report)
     else:
@@ -327,7 +326,7 @@ def _received(ddb: Any, table: str, receipts: str, report: Report) -> None:
     )
     for page in pages:
         ids = [item["pk"]["S"].removeprefix(KEY_PREFIX) for item in page.get("Items", [])]
-        for batch in (ids[i : i + 100] for i in range(0, len(ids), 100)):
+        for batch in (ids[i : i + BATCH] for i in range(0, len(ids), BATCH)):
             found = _get_all(ddb, receipts, [{"pk": {"S": f"RECEIVED#{i}"}} for i in batch])
             for message_id in batch:
                 report.audited += 1
@@ -340,14 +339,18 @@ def _received(ddb: Any, table: str, receipts: str, report: Report) -> None:
                     report.add("lost", message_id, "DONE, and its receiver has no record of it")
 
 
-def _get_all(ddb: Any, table: str, keys: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The items of `keys` (at most 100) by pk, every unprocessed key asked again."""
+def _get_all(
+    ddb: Any, table: str, keys: list[dict[str, Any]], key: str = "pk"
+) -> dict[str, dict[str, Any]]:
+    """The items of `keys` (at most BATCH) by their `key`, every unprocessed key asked
+    again. Eventually consistent (half the read units): what is judged is past its grace,
+    its records written minutes before."""
     found: dict[str, dict[str, Any]] = {}
-    request: dict[str, Any] = {table: {"Keys": keys, "ConsistentRead": True}}
+    request: dict[str, Any] = {table: {"Keys": keys}}
     for attempt in range(8):
         answer = ddb.batch_get_item(RequestItems=request)
         for item in answer.get("Responses", {}).get(table, []):
-            found[item["pk"]["S"]] = item
+            found[item[key]["S"]] = item
         request = answer.get("UnprocessedKeys") or {}
         if not request:
             return found
@@ -363,9 +366,10 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
     from exactly_once.handlers import timestamps
     from exactly_once.handlers.checkpoints import EMPTY, SAVED_AT
 
-    table, timeout = _needs(outputs, "table", "timeoutSeconds")
+    table, timeout = outputs["table"], outputs["timeoutSeconds"]
     held_until = report.until - float(timeout)
-    pages = client("dynamodb").get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+    # (eventually consistent: half the read units; a lease hours old is long settled)
+    pages = client("dynamodb").get_paginator("scan").paginate(TableName=table)
     for page in pages:
         for item in page.get("Items", []):
             steps = {name[4:]: v.get("S") for name, v in item.items() if name.startswith("out_")}
@@ -401,5 +405,32 @@ def _epoch(text: str | None, timestamps: Any) -> float | None:
         return None
 
 
-def dumps(report: Report) -> str:
-    return json.dumps(report.as_dict(), indent=2)
+# -- the component's scheduled audit ---------------------------------------------------------
+PATTERN = "audit"  # its metrics' Pattern dimension
+LOGGED = 100  # findings logged per run, one line each (every one counted in the metrics)
+
+
+@dataclasses.dataclass(frozen=True)
+class AuditSettings(Settings):
+    """The scheduled audit's function (components/audit.py sets them)."""
+
+    audited: dict[str, Any]  # the component's outputs the audit reads, `kind` first
+    grace_seconds: int
+    window_seconds: int  # each run judges the inputs of this long before the grace
+
+
+@lambda_handler
+def handler(event: Any, context: Any) -> dict[str, Any]:
+    """One audit run: the findings logged (WARNING, one line each, the first LOGGED), the
+    counts written as metrics every run (0 included: the alarms see each run)."""
+    config = AuditSettings.current()
+    now = time.time()
+    since = now - config.grace_seconds - config.window_seconds
+    report = audit(config.audited, client, config.grace_seconds, since, now)
+    for finding in report.findings[:LOGGED]:
+        log("WARNING", "audit finding", **dataclasses.asdict(finding))
+    counts = {kind.capitalize(): float(n) for kind, n in report.counts.items()}
+    metrics.emit(PATTERN, {"audited": report.audited}, **counts)
+    summary = {k: v for k, v in report.as_dict().items() if k != "findings"}
+    log("INFO", "audit", **summary)
+    return summary

@@ -25,7 +25,7 @@ DIMENSIONS = ("Component", "Pattern")
 COUNT, MILLISECONDS, BYTES = "Count", "Milliseconds", "Bytes"
 # Values that mean something at 0: a lateness, and a level the sweep reports every period
 # (so an alarm on it sees a datum each period and returns to OK).
-GAUGES = frozenset({"LatenessMs", "Overdue"})
+GAUGES = frozenset({"LatenessMs", "Overdue", "Lost", "Doubled", "Pending"})
 
 # pattern -> metric -> unit. A metric not listed here is a programming error (ValueError).
 CATALOGUE: dict[str, dict[str, str]] = {
@@ -58,6 +58,11 @@ CATALOGUE: dict[str, dict[str, str]] = {
         "KeysCompleted": COUNT,  # a run for a key already complete: nothing ran
         "StepsRun": COUNT,
         "StepsSkipped": COUNT,  # already checkpointed by an earlier run
+    },
+    "audit": {  # each scheduled audit run (handlers/audit.py), 0 included
+        "Lost": COUNT,  # inputs past their grace with no effect, nothing at work on them
+        "Doubled": COUNT,  # inputs with more than one effect
+        "Pending": COUNT,  # inputs past their grace whose effect is still to come
     },
     "etl": {
         "Written": COUNT,  # one output published

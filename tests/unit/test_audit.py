@@ -234,3 +234,26 @@ def test_another_kind_is_refused_by_name() -> None:
         run({"kind": "Starter"})
     with pytest.raises(audit.NotAudited, match="lack outputSuffix"):
         run({k: v for k, v in etl_outputs().items() if k != "outputSuffix"})
+
+
+def test_the_scheduled_audit_writes_every_count_each_run_and_logs_each_finding(
+    buckets: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from exactly_once.handlers.settings import _CURRENT
+
+    version = put_input(buckets, "data/gone.csv", publish=False)
+    put_input(buckets, "data/kept.csv")
+    monkeypatch.setenv("AUDITED", json.dumps(etl_outputs()))
+    monkeypatch.setenv("GRACE_SECONDS", "0")
+    monkeypatch.setenv("WINDOW_SECONDS", "7200")
+    monkeypatch.setenv("METRICS_COMPONENT", "thumbnails")
+    monkeypatch.setattr(audit.time, "time", lambda: LATER)
+    _CURRENT.pop(audit.AuditSettings, None)
+    summary = audit.handler({}, None)
+    assert summary["counts"] == {"lost": 1, "doubled": 0, "pending": 0}
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    [finding] = [line for line in lines if line.get("message") == "audit finding"]
+    assert finding["item"] == f"s3://inputs/data/gone.csv#{version}"
+    [metric] = [line for line in lines if "_aws" in line]
+    assert (metric["Lost"], metric["Doubled"], metric["Pending"]) == (1, 0, 0)
+    assert (metric["Pattern"], metric["Component"]) == ("audit", "thumbnails")
