@@ -308,7 +308,7 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
 
 def _received(ddb: Any, table: str, receipts: str, report: Report) -> None:
     """Each DONE message of the window against the receiver's record of it."""
-    from exactly_once.handlers.receiver import COMPLETE
+    from exactly_once.handlers.receiver import COMPLETE, REDELIVERED
     from exactly_once.handlers.receiver import IN_PROGRESS as RUNNING
     from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status
 
@@ -330,8 +330,17 @@ def _received(ddb: Any, table: str, receipts: str, report: Report) -> None:
             found = _get_all(ddb, receipts, [{"pk": {"S": f"RECEIVED#{i}"}} for i in batch])
             for message_id in batch:
                 report.audited += 1
-                status = found.get(f"RECEIVED#{message_id}", {}).get("status", {}).get("S")
-                if status == COMPLETE:
+                receipt = found.get(f"RECEIVED#{message_id}", {})
+                status = receipt.get("status", {}).get("S")
+                again = int(receipt.get(REDELIVERED, {}).get("N", 0))
+                if status == COMPLETE and again:
+                    report.add(
+                        "doubled",
+                        message_id,
+                        f"delivered {again + 1} times: its receiver applied it once and "
+                        f"dropped {again} (without a receiver, {again + 1} effects)",
+                    )
+                elif status == COMPLETE:
                     report.account("DONE and received")
                 elif status == RUNNING:  # applied; its COMPLETE write failed (its log says)
                     report.account("DONE, received, its receipt not completed")
@@ -366,8 +375,7 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
     from exactly_once.handlers import timestamps
     from exactly_once.handlers.checkpoints import EMPTY, SAVED_AT
 
-    table, timeout = outputs["table"], outputs["timeoutSeconds"]
-    held_until = report.until - float(timeout)
+    table, timeout = outputs["table"], float(outputs["timeoutSeconds"])
     # (eventually consistent: half the read units; a lease hours old is long settled)
     pages = client("dynamodb").get_paginator("scan").paginate(TableName=table)
     for page in pages:
@@ -378,7 +386,9 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
             key = item["pk"]["S"]
             completed = item.get("completed_at", {}).get("N")
             saved = item.get(SAVED_AT, {}).get("S")
-            when = float(completed) if completed else _epoch(saved, timestamps)
+            last = _epoch(saved, timestamps)
+            # when it is judged: its completion, or when its run should have ended
+            when = float(completed) if completed else None if last is None else last + timeout
             if report.since is not None and when is not None and when < report.since:
                 continue
             report.audited += 1
@@ -387,7 +397,7 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
                 report.add("lost", key, f"completed with step {', '.join(missing)} not recorded")
             elif completed:
                 report.account("completed")
-            elif "lease" in item and when is not None and when < held_until:
+            elif "lease" in item and when is not None and when < report.until:
                 report.add(
                     "lost",
                     key,

@@ -12,8 +12,10 @@ Before your function runs, the message id is recorded with a conditional write (
 held until this invocation's end); when it returns, COMPLETE with its result. A message
 sent again after that (the scheduler resends one whose answer it lost, when its channel is
 in `SchedulerArgs.redeliver`) gets the first run's result, without running your function,
-and a `DuplicateDropped` metric. One that arrives while the first still runs waits for it,
-for as long as its own invocation may; past that it fails `MessageInProgress`. A run that
+a `DuplicateDropped` metric, and a count on the record (`redelivered`: the scheduler's
+audit reports a message delivered more than once). One that arrives while the first
+still runs waits for it, for as long as its own invocation may; past that it fails
+`MessageInProgress`. A run that
 ended without a word (Lambda stopped it at its timeout, it ran out of memory: it "might have
 run completely, partially, or not at all") is never run again: a later delivery fails
 `MessageOutcomeUnknown`. The scheduler takes either for an outcome it has not seen
@@ -46,6 +48,7 @@ TABLE_ENV = "RECEIVER_TABLE"
 TTL_ATTRIBUTE = "expires_at"
 PATTERN = "receiver"
 IN_PROGRESS, COMPLETE = "IN_PROGRESS", "COMPLETE"
+REDELIVERED = "redelivered"  # on the record: how many deliveries after the first were dropped
 # A result larger than this is not kept (DynamoDB's item limit is 400 KB): a redelivery
 # then answers {"duplicate": true} instead of the first run's result.
 MAX_RESULT_BYTES = 300 * 1024
@@ -100,7 +103,7 @@ def receive(
         if held is None or held.get("runner", {}).get("S") == mine:
             break  # ours to run (our own write, resent after a lost answer, included)
         if held.get("status", {}).get("S") == COMPLETE:
-            return _duplicate(message_id, held)
+            return _duplicate(table, message_id, held)
         lease = float(held.get("lease_until", {}).get("N", "0"))
         if lease + LEASE_SKEW_SECONDS < time.time():
             raise MessageOutcomeUnknown(
@@ -165,9 +168,19 @@ def _take(
     return None
 
 
-def _duplicate(message_id: str, held: dict[str, Any]) -> Any:
+def _duplicate(table: str, message_id: str, held: dict[str, Any]) -> Any:
     metrics.emit(PATTERN, {"message_id": message_id}, DuplicateDropped=1)
     log("INFO", "duplicate dropped", message_id=message_id)
+    try:  # counted on the record, for the audit (handlers/audit.py): sent more than once
+        client("dynamodb").update_item(
+            TableName=table,
+            Key=_key(message_id),
+            UpdateExpression=f"ADD {REDELIVERED} :one",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":one": {"N": "1"}},
+        )
+    except Exception as exc:  # (a count: never the reason a duplicate is not dropped)
+        log("WARNING", "redelivery not counted", message_id=message_id, exc=exc)
     if "result" in held:
         return json.loads(held["result"]["S"])
     return {"id": message_id, "duplicate": True}

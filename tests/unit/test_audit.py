@@ -188,6 +188,16 @@ def test_a_done_message_its_receiver_never_recorded_is_lost(messages: Any) -> No
     assert report.audited == 3
 
 
+def test_a_message_its_receiver_was_sent_twice_is_doubled(messages: Any) -> None:
+    now = time.time()
+    message(messages, "twice", Status.DONE, now - 2 * HOUR)
+    receipt = {"pk": {"S": "RECEIVED#twice"}, "status": {"S": "COMPLETE"}}
+    messages.put_item(TableName="received", Item={**receipt, "redelivered": {"N": "1"}})
+    report = run(scheduler_outputs(), now=now)
+    assert report.counts == {"lost": 0, "doubled": 1, "pending": 0}
+    assert "delivered 2 times" in report.findings[0].reason
+
+
 @pytest.fixture
 def checkpoints() -> Any:
     ddb = runtime.client("dynamodb")

@@ -56,6 +56,15 @@ def test_a_message_sent_again_is_not_applied_again_and_gets_the_first_result(
     assert handler({"id": "m-2", "parameters": {"to": "bob"}}, context("r3")) == {"sent": "bob"}
     assert applied == ["m-1", "m-2"]
     assert '"DuplicateDropped":1' in capsys.readouterr().out
+    # AND each dropped delivery is counted on the record (what the audit reads)
+    assert handler(message, context("r4")) == {"sent": "ann"}
+    ddb = runtime.client("dynamodb")
+    record = ddb.get_item(TableName=table, Key={"pk": {"S": "RECEIVED#m-1"}})["Item"]
+    assert record["redelivered"] == {"N": "2"}
+    assert (
+        "redelivered"
+        not in ddb.get_item(TableName=table, Key={"pk": {"S": "RECEIVED#m-2"}})["Item"]
+    )
 
 
 def test_a_failed_run_leaves_nothing_and_the_next_delivery_runs_it(table: str) -> None:
