@@ -33,6 +33,11 @@ class AuditOptions:
     """An input younger than this is not judged yet (its work may still be running)."""
     window_hours: int = 24
     """How far back each run looks, before the grace (an input older is not judged)."""
+    receipts: dict[str, pulumi.Input[str]] | None = None
+    """A Scheduler's only: channel -> the DynamoDB table its target's receiver
+    (`exactly_once.receiver.receiver`) records messages in; each DONE message of those
+    channels must have its receipt. Default: every `redeliver` channel in the
+    scheduler's `receiver_table`, when it has one."""
 
     def validate(self) -> None:
         if self.period_minutes < 1 or self.grace_minutes < 0 or self.window_hours < 1:
@@ -64,6 +69,8 @@ def scheduled_audit(
     its role `statements`, the reads they need."""
     options.validate()
     kind = component._kind
+    if options.receipts and kind != "Scheduler":
+        raise ValueError(f"audit.receipts is a Scheduler's option, not {kind}'s")
     audited = {"kind": kind, **{key: outputs[key] for key in READS[kind]}}
     parent, platform = component, component._platform
     function = handler_function(

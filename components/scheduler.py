@@ -159,6 +159,11 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
     }
 
 
+def status_index_arn(table: aws.dynamodb.Table) -> pulumi.Output[str]:
+    """The messages table's status index, as IAM names it (a Query's resource)."""
+    return table.arn.apply(lambda arn: f"{arn}/index/{STATUS_INDEX}")
+
+
 def _standard_only(channel: str, arn: str, machine_type: str | None) -> str | None:
     """A channel's state machine must be STANDARD: StartExecution starts an EXPRESS
     workflow's name again ("Idempotency is not automatically managed")."""
@@ -313,7 +318,8 @@ class Scheduler(Component):
         self.sweep_function = self._sweep(name, args, environment)
         self.starter_function = self._stream_starter(name, environment)
         watch = self._watch(name, args)
-        outputs = {
+        receipts = self._receipts(args)
+        outputs: dict[str, Any] = {
             "table": self.table.name,
             "stateMachineArn": self.state_machine.arn,
             "url": self.url,
@@ -323,20 +329,43 @@ class Scheduler(Component):
             "starterFunction": self.starter_function.name,
             "slotFunction": self.slot_function.name,
             "receiverTable": self.receiver_table.name if self.receiver_table else None,
+            "receipts": receipts,
         }
         if args.audit is not None:
             # pending messages by the status index, DONE ones by a scan, their receipts
             audit_reads = [
-                allow(
-                    ["dynamodb:Query"],
-                    [self.table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")],
-                ),
+                allow(["dynamodb:Query"], [status_index_arn(self.table)]),
                 allow(["dynamodb:Scan"], [self.table.arn]),
             ]
-            if self.receiver_table is not None:
-                audit_reads.append(allow(["dynamodb:BatchGetItem"], [self.receiver_table.arn]))
+            if receipts:
+                tables = self._tables(list(receipts.values()))
+                audit_reads.append(allow(["dynamodb:BatchGetItem"], tables))
             scheduled_audit(self, name, outputs, audit_reads, args.audit, args.monitoring, watch)
         self._finish(watch, outputs)
+
+    def _receipts(self, args: SchedulerArgs) -> dict[str, pulumi.Input[str]]:
+        """Channel -> the table its target's receiver records messages in (the audit's)."""
+        if args.audit is not None and args.audit.receipts:
+            unknown = sorted(set(args.audit.receipts) - set(args.channels))
+            if unknown:
+                raise ValueError(f"audit.receipts: no channel {', '.join(unknown)}")
+            return dict(args.audit.receipts)
+        if self.receiver_table is None:
+            return {}
+        return dict.fromkeys(args.redeliver, self.receiver_table.name)
+
+    def _tables(self, names: list[pulumi.Input[str]]) -> list[pulumi.Output[str]]:
+        """The ARNs of tables of this account and Region, by name."""
+        invoke = pulumi.InvokeOptions(parent=self)
+        partition = aws.get_partition_output(opts=invoke).partition
+        region = aws.get_region_output(opts=invoke).region
+        account = aws.get_caller_identity_output(opts=invoke).account_id
+        return [
+            pulumi.Output.concat(
+                "arn:", partition, ":dynamodb:", region, ":", account, ":table/", n
+            )
+            for n in names
+        ]
 
     def _watch(self, name: str, args: SchedulerArgs) -> Watch:
         watch = Watch(name, PATTERN, args.monitoring, self)
@@ -463,7 +492,7 @@ class Scheduler(Component):
             return arn.apply(lambda a: statement(a, target))
 
         statements = [
-            allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
+            allow(["dynamodb:Query"], [status_index_arn(table)]),
             allow(["dynamodb:UpdateItem"], [table.arn]),
             *[grant(channel, arn) for channel, arn in targets.items()],
         ]
@@ -533,7 +562,7 @@ class Scheduler(Component):
             f"{name}-sweep",
             handler="exactly_once.handlers.scheduler_sweep.handler",
             statements=[
-                allow(["dynamodb:Query"], [table.arn.apply(lambda a: f"{a}/index/{STATUS_INDEX}")]),
+                allow(["dynamodb:Query"], [status_index_arn(table)]),
                 allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], [table.arn]),
                 # STANDBY messages whose stream record never started them, stopped again
                 # should a cancel have come meanwhile; an overdue one's ended execution is

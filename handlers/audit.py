@@ -106,7 +106,7 @@ READS: dict[str, tuple[str, ...]] = {
         "outputSuffix",
         "controlTable",
     ),
-    "Scheduler": ("table", "receiverTable"),
+    "Scheduler": ("table", "receipts"),  # receipts: channel -> its receiver's table
     "ResumableWorkflow": ("table", "timeoutSeconds"),
 }
 
@@ -285,11 +285,13 @@ def _keys(s3: Any, bucket: str, prefix: str) -> Iterator[_Published]:
 def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now: float) -> None:
     """Every message past its time plus the grace has ended (DONE, FAILED, UNKNOWN,
     CANCELLED): one still RESERVED, STANDBY or FIRING is pending (the status index, one
-    Query per lane). With a receiver table, every DONE message of the window has its
-    receipt: one without is lost (the target was sent it and never recorded it)."""
+    Query per lane). Of a channel whose target records receipts (`receipts`: channel ->
+    its receiver's table), every DONE message of the window has its receipt: one without
+    is lost (the target was sent it and never recorded it), one received more than once
+    doubled."""
     from exactly_once.handlers.scheduler_index import Status, due, lanes
 
-    table, receipts = outputs["table"], outputs["receiverTable"]
+    table, receipts = outputs["table"], dict(outputs["receipts"] or {})
     ddb = client("dynamodb")
     for status in (Status.RESERVED, Status.STANDBY, Status.FIRING):
         for status_lane in lanes(status):
@@ -301,15 +303,14 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
         _received(ddb, table, receipts, report)
     else:
         report.limits.append(
-            "no receiver table: a DONE message is the target's answer, not its receipt "
-            "(SchedulerArgs.receiver_table lets the audit check each)"
+            "no channel keeps receipts: a DONE message is its target's answer, not a "
+            "receipt (AuditOptions.receipts, or receiver_table with redeliver)"
         )
 
 
-def _received(ddb: Any, table: str, receipts: str, report: Report) -> None:
-    """Each DONE message of the window against the receiver's record of it."""
-    from exactly_once.handlers.receiver import COMPLETE, REDELIVERED
-    from exactly_once.handlers.receiver import IN_PROGRESS as RUNNING
+def _received(ddb: Any, table: str, receipts: dict[str, str], report: Report) -> None:
+    """Each DONE message of the window against its receiver's record of it (a channel
+    without receipts: its target's answer is all there is)."""
     from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status
 
     values: dict[str, Any] = {":done": {"S": str(Status.DONE)}, ":until": {"N": f"{report.until}"}}
@@ -320,32 +321,46 @@ def _received(ddb: Any, table: str, receipts: str, report: Report) -> None:
     pages = ddb.get_paginator("scan").paginate(
         TableName=table,
         FilterExpression=window,
-        ProjectionExpression="pk",
-        ExpressionAttributeNames={"#s": "status"},
+        ProjectionExpression="pk, #c",
+        ExpressionAttributeNames={"#s": "status", "#c": "channel"},
         ExpressionAttributeValues=values,
     )
     for page in pages:
-        ids = [item["pk"]["S"].removeprefix(KEY_PREFIX) for item in page.get("Items", [])]
-        for batch in (ids[i : i + BATCH] for i in range(0, len(ids), BATCH)):
-            found = _get_all(ddb, receipts, [{"pk": {"S": f"RECEIVED#{i}"}} for i in batch])
-            for message_id in batch:
-                report.audited += 1
-                receipt = found.get(f"RECEIVED#{message_id}", {})
-                status = receipt.get("status", {}).get("S")
-                again = int(receipt.get(REDELIVERED, {}).get("N", 0))
-                if status == COMPLETE and again:
-                    report.add(
-                        "doubled",
-                        message_id,
-                        f"delivered {again + 1} times: its receiver applied it once and "
-                        f"dropped {again} (without a receiver, {again + 1} effects)",
-                    )
-                elif status == COMPLETE:
-                    report.account("DONE and received")
-                elif status == RUNNING:  # applied; its COMPLETE write failed (its log says)
-                    report.account("DONE, received, its receipt not completed")
-                else:
-                    report.add("lost", message_id, "DONE, and its receiver has no record of it")
+        by_table: dict[str, list[str]] = {}
+        for item in page.get("Items", []):
+            receiver = receipts.get(item.get("channel", {}).get("S", ""))
+            if receiver is None:
+                report.account("DONE (its channel keeps no receipts)")
+            else:
+                by_table.setdefault(receiver, []).append(item["pk"]["S"].removeprefix(KEY_PREFIX))
+        for receiver, ids in by_table.items():
+            for batch in (ids[i : i + BATCH] for i in range(0, len(ids), BATCH)):
+                keys = [{"pk": {"S": f"RECEIVED#{i}"}} for i in batch]
+                found = _get_all(ddb, receiver, keys)
+                for message_id in batch:
+                    _judge_receipt(report, message_id, found.get(f"RECEIVED#{message_id}", {}))
+
+
+def _judge_receipt(report: Report, message_id: str, receipt: dict[str, Any]) -> None:
+    from exactly_once.handlers.receiver import COMPLETE, REDELIVERED
+    from exactly_once.handlers.receiver import IN_PROGRESS as RUNNING
+
+    report.audited += 1
+    status = receipt.get("status", {}).get("S")
+    again = int(receipt.get(REDELIVERED, {}).get("N", 0))
+    if status == COMPLETE and again:
+        report.add(
+            "doubled",
+            message_id,
+            f"delivered {again + 1} times: its receiver applied it once and dropped "
+            f"{again} (without a receiver, {again + 1} effects)",
+        )
+    elif status == COMPLETE:
+        report.account("DONE and received")
+    elif status == RUNNING:  # applied; its COMPLETE write failed (its log says)
+        report.account("DONE, received, its receipt not completed")
+    else:
+        report.add("lost", message_id, "DONE, and its receiver has no record of it")
 
 
 def _get_all(

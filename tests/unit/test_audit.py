@@ -149,6 +149,7 @@ def messages() -> Any:
 def message(ddb: Any, message_id: str, status: Status, publish_at: float) -> None:
     item = {
         "pk": {"S": f"{KEY_PREFIX}{message_id}"},
+        "channel": {"S": "sms" if message_id.startswith("sms") else "mail"},
         "status": {"S": str(status)},
         "publish_at": {"N": f"{publish_at:.3f}"},
     }
@@ -158,7 +159,11 @@ def message(ddb: Any, message_id: str, status: Status, publish_at: float) -> Non
 
 
 def scheduler_outputs(receipts: str | None = "received") -> dict[str, Any]:
-    return {"kind": "Scheduler", "table": "messages", "receiverTable": receipts}
+    return {
+        "kind": "Scheduler",
+        "table": "messages",
+        "receipts": {"mail": receipts} if receipts else {},
+    }
 
 
 def test_a_message_past_its_time_and_grace_not_ended_is_pending(messages: Any) -> None:
@@ -176,6 +181,7 @@ def test_a_done_message_its_receiver_never_recorded_is_lost(messages: Any) -> No
     now = time.time()
     for n in range(3):
         message(messages, f"m{n}", Status.DONE, now - 2 * HOUR)
+    message(messages, "sms-1", Status.DONE, now - 2 * HOUR)  # a channel without receipts
     messages.put_item(
         TableName="received", Item={"pk": {"S": "RECEIVED#m0"}, "status": {"S": "COMPLETE"}}
     )
@@ -186,6 +192,7 @@ def test_a_done_message_its_receiver_never_recorded_is_lost(messages: Any) -> No
     assert report.counts == {"lost": 1, "doubled": 0, "pending": 0}
     assert report.findings[0].item == "m2"
     assert report.audited == 3
+    assert report.accounted["DONE (its channel keeps no receipts)"] == 1
 
 
 def test_a_message_its_receiver_was_sent_twice_is_doubled(messages: Any) -> None:

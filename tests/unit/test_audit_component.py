@@ -61,3 +61,28 @@ def test_without_audit_options_there_is_no_audit(kind: str) -> None:
 def test_bad_audit_options_are_refused_where_written() -> None:
     with pytest.raises(Exception, match="period_minutes and window_hours must be at least 1"):
         run(lambda: component("resumable", audit=AuditOptions(period_minutes=0)))
+
+
+def test_a_schedulers_receipts_default_to_its_receiver_table_for_redelivered_channels() -> None:
+    from exactly_once.components.scheduler import Scheduler, SchedulerArgs
+    from tests.unit.pulumi_harness import FUNCTION_ARN
+
+    def program() -> None:
+        channels = {"mail": FUNCTION_ARN, "sms": FUNCTION_ARN}
+        args = SchedulerArgs(channels, redeliver=["mail"], receiver_table=True)
+        Scheduler("c", SchedulerArgs(**{**vars(args), "audit": AuditOptions()}))
+
+    mocks = run(program)
+    audited = json.loads(
+        mocks.named("c-audit", FUNCTION).inputs["environment"]["variables"]["AUDITED"]
+    )
+    assert list(audited["receipts"]) == ["mail"]  # sms's target keeps no receipts
+    assert audited["receipts"]["mail"].startswith("c-received")
+    assert "dynamodb:BatchGetItem" in actions(mocks, "c-audit")
+
+
+def test_receipts_name_channels_of_a_scheduler_only() -> None:
+    with pytest.raises(Exception, match="audit.receipts: no channel fax"):
+        run(lambda: component("scheduler", audit=AuditOptions(receipts={"fax": "t"})))
+    with pytest.raises(Exception, match="receipts is a Scheduler's option"):
+        run(lambda: component("resumable", audit=AuditOptions(receipts={"demo": "t"})))

@@ -197,7 +197,7 @@ def audited(tmp_path: Any) -> list[list[str]]:
     etl |= {"inputPrefix": "", "inputSuffix": "", "outputPrefix": "out/", "outputSuffix": ""}
     outputs = {
         "etl": {**etl, "controlTable": "etl-control"},
-        "reminders": {"kind": "Scheduler", "table": "messages", "receiverTable": "received"},
+        "reminders": {"kind": "Scheduler", "table": "messages", "receipts": {"c": "received"}},
         "orders": {"kind": "ResumableWorkflow", "table": "checkpoints", "timeoutSeconds": 60},
     }
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
@@ -235,6 +235,7 @@ def test_the_docs_table_holds_each_commands_aws_calls(
             Item={
                 **message_key(message_id),
                 "id": {"S": message_id},
+                "channel": {"S": "c"},
                 "status": {"S": status},
                 "publish_at": {"N": "1700000000.000"},
                 **laned,
