@@ -184,15 +184,7 @@ if etl_config is not None:
         args = args_from_config(IdempotentEtlArgs, entry, **fixed)
         etl = IdempotentEtl(etl_name, args, opts)
         etl_outputs[etl_name] = {
-            "inputBucket": etl.input_bucket_name,
-            "inputPrefix": args.input_prefix,
-            "inputSuffix": args.input_suffix,
-            "outputBucket": etl.output_bucket_name,
-            "controlTable": etl.control_table.name,
-            "functionName": etl.function.name,
-            "dlqUrl": etl.dlq.url,
-            "alarmNames": etl.alarm_names,
-            "dashboardName": etl.dashboard_name,
+            **etl.exports(),  # what the ops commands read (docs/operations.md)
             "strategy": args.strategy,
             "transform": args.transform,
         }
@@ -209,12 +201,9 @@ if resumable is not None:
     pulumi.export(
         "resumable",
         {
-            "stateMachineArn": workflow.state_machine.arn,
-            "table": workflow.table.name,
+            **workflow.exports(),
             "counterTable": demo.counter_table.name,
             "steps": [step.name for step in demo.steps],
-            "alarmNames": workflow.alarm_names,
-            "dashboardName": workflow.dashboard_name,
         },
     )
 
@@ -274,24 +263,18 @@ if scheduler_config is not None:
         functions = scheduler_config.setdefault("platform", {}).setdefault("functions", {})
         function = functions.setdefault(layered, {})
         function["layers"] = [*function.get("layers", []), layer.arn]
+    if isinstance(audit := scheduler_config.get("audit"), dict):
+        # the demo targets keep their receiver's records in their fires tables
+        audit.setdefault("receipts", fires)
     scheduler = Scheduler(
         "scheduler", args_from_config(SchedulerArgs, scheduler_config, channels=channels), opts
     )
     pulumi.export(
         "scheduler",
         {
-            "url": scheduler.url,
-            "apiKey": scheduler.api_key,
-            "table": scheduler.table.name,
-            "stateMachineArn": scheduler.state_machine.arn,
-            "slotFunction": scheduler.slot_function.name,
-            "sweepFunction": scheduler.sweep_function.name,
-            "starterFunction": scheduler.starter_function.name,
-            "dlqUrl": scheduler.dlq.url,
+            **scheduler.exports(),
             "firesTables": fires,
             "targetFunctions": targets,
             "queues": queues,
-            "alarmNames": scheduler.alarm_names,
-            "dashboardName": scheduler.dashboard_name,
         },
     )

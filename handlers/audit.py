@@ -404,7 +404,13 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
             last = _epoch(saved, timestamps)
             # when it is judged: its completion, or when its run should have ended
             when = float(completed) if completed else None if last is None else last + timeout
-            if report.since is not None and when is not None and when < report.since:
+            if when is None:
+                report.account("no time to judge it by (no saved_at)")
+                continue
+            if report.since is not None and when < report.since:
+                continue
+            if when >= report.until:
+                report.account("in its grace")
                 continue
             report.audited += 1
             missing = [step for step, entry in steps.items() if entry in (None, EMPTY)]
@@ -412,7 +418,7 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
                 report.add("lost", key, f"completed with step {', '.join(missing)} not recorded")
             elif completed:
                 report.account("completed")
-            elif "lease" in item and when is not None and when < report.until:
+            elif "lease" in item:
                 report.add(
                     "lost",
                     key,
@@ -420,7 +426,7 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
                     f"timeout ({int(timeout)} s): rerun the key (`exactly-once rerun`)",
                 )
             else:
-                report.account("in progress")
+                report.account("not held, not completed")
 
 
 def _epoch(text: str | None, timestamps: Any) -> float | None:

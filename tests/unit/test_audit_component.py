@@ -82,7 +82,7 @@ def test_a_schedulers_receipts_default_to_its_receiver_table_for_redelivered_cha
 
 
 def test_receipts_name_channels_of_a_scheduler_only() -> None:
-    with pytest.raises(Exception, match="audit.receipts: no channel fax"):
+    with pytest.raises(Exception, match=r"audit\.receipts: no channel fax"):
         run(lambda: component("scheduler", audit=AuditOptions(receipts={"fax": "t"})))
     with pytest.raises(Exception, match="receipts is a Scheduler's option"):
         run(lambda: component("resumable", audit=AuditOptions(receipts={"demo": "t"})))

@@ -110,7 +110,7 @@ PRODUCT = {
 }
 
 
-LEVELS = {"ApproximateNumberOfMessagesVisible", "Overdue"}
+LEVELS = {"ApproximateNumberOfMessagesVisible", "Overdue", "Lost", "Doubled", "Pending"}
 
 
 def components(mocks: RecordingMocks) -> list[Any]:
