@@ -79,6 +79,8 @@ def _s3(operation: str, p: Mapping[str, Any]) -> list[tuple[str, str]]:
         return [("s3:ListBucket", bucket_arn)]
     if operation == "ListObjectVersions":
         return [("s3:ListBucketVersions", bucket_arn)]
+    if operation == "GetBucketVersioning":
+        return [("s3:GetBucketVersioning", bucket_arn)]
     if operation == "ListMultipartUploads":
         return [("s3:ListBucketMultipartUploads", bucket_arn)]
     raise Unmapped(f"s3.{operation}")
