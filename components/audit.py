@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 
 from exactly_once.components.component import Component
-from exactly_once.components.functions import handler_function, invoke_from_rule
+from exactly_once.components.functions import handler_function, on_schedule
 from exactly_once.components.monitoring import Metric, MonitoringOptions, Watch, metrics_environment
 from exactly_once.handlers.audit import PATTERN, READS, AuditSettings
 from exactly_once.handlers.settings import encode
@@ -90,13 +90,7 @@ def scheduled_audit(
         parent=parent,
         platform=platform,
     ).function
-    period = options.period_minutes
-    rule = aws.cloudwatch.EventRule(
-        f"{name}-audit-schedule",
-        schedule_expression=f"rate({period} minute{'s' if period != 1 else ''})",
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
-    invoke_from_rule(f"{name}-audit", rule, function, parent)
+    on_schedule(f"{name}-audit", options.period_minutes, function, parent)
     dimensions = {"Component": name, "Pattern": PATTERN}
     for metric, what in FINDINGS.items():
         watch.alarm(
@@ -110,7 +104,7 @@ def scheduled_audit(
     watch.stopped(
         "audit-stopped",
         Metric(watch.options.namespace, "Lost", dimensions),
-        period * 60,
+        options.period_minutes * 60,
         "no audit has run for two periods (its schedule rule disabled, its function or its "
         "permission gone, or each run failed: its log says why)",
     )

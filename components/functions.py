@@ -213,6 +213,18 @@ def _durable_inputs(durable: Durable | None) -> dict[str, Any]:
     }
 
 
+def on_schedule(
+    name: str, minutes: int, function: aws.lambda_.Function, parent: pulumi.Resource
+) -> aws.cloudwatch.EventTarget:
+    """Invoke `function` every `minutes` (an EventBridge schedule rule)."""
+    rule = aws.cloudwatch.EventRule(
+        f"{name}-schedule",
+        schedule_expression=f"rate({minutes} minute{'s' if minutes != 1 else ''})",
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    return invoke_from_rule(name, rule, function, parent)
+
+
 def invoke_from_rule(
     name: str,
     rule: aws.cloudwatch.EventRule,

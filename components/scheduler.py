@@ -30,7 +30,7 @@ from exactly_once.components.functions import (
     allow,
     dead_letter_queue,
     handler_function,
-    invoke_from_rule,
+    on_schedule,
 )
 from exactly_once.components.monitoring import (
     Metric,
@@ -581,13 +581,7 @@ class Scheduler(Component):
             parent=self,
             platform=self._platform,
         ).function
-        period = args.sweep_period_minutes
-        rule = aws.cloudwatch.EventRule(
-            f"{name}-sweep-schedule",
-            schedule_expression=f"rate({period} minute{'s' if period != 1 else ''})",
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        invoke_from_rule(f"{name}-sweep", rule, function, self)
+        on_schedule(f"{name}-sweep", args.sweep_period_minutes, function, self)
         return function
 
     def _stream_starter(

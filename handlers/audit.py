@@ -67,6 +67,17 @@ class Report:
         if len(self.findings) < MAX_LISTED:
             self.findings.append(Finding(kind, item, reason))
 
+    def judged(self, when: float) -> bool:
+        """Whether an input of `when` (its upload, its due time) is judged: inside the
+        window, and past its grace (one in its grace is accounted for, not judged)."""
+        if self.since is not None and when < self.since:
+            return False
+        if when >= self.until:
+            self.account("in its grace")
+            return False
+        self.audited += 1
+        return True
+
     def account(self, why: str) -> None:
         self.accounted[why] = self.accounted.get(why, 0) + 1
 
@@ -159,12 +170,8 @@ def _etl(outputs: Mapping[str, Any], client: Clients, report: Report, now: float
                 continue
             stem = f"{out_prefix}{key}."
             for revision, modified in revisions:
-                if report.since is not None and modified < report.since:
+                if not report.judged(modified):
                     continue
-                if modified >= report.until:
-                    report.account("in its grace")
-                    continue
-                report.audited += 1
                 # Outputs of this version under another suffix (the settings changed): its
                 # stem's, less another version's whose id starts with this one's. (An input
                 # key `<key>.<this id>...` would share the stem: ids are opaque, so rare.)
@@ -407,12 +414,8 @@ def _resumable(outputs: Mapping[str, Any], client: Clients, report: Report, now:
             if when is None:
                 report.account("no time to judge it by (no saved_at)")
                 continue
-            if report.since is not None and when < report.since:
+            if not report.judged(when):
                 continue
-            if when >= report.until:
-                report.account("in its grace")
-                continue
-            report.audited += 1
             missing = [step for step, entry in steps.items() if entry in (None, EMPTY)]
             if completed and missing:
                 report.add("lost", key, f"completed with step {', '.join(missing)} not recorded")
