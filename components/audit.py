@@ -33,11 +33,16 @@ class AuditOptions:
     """An input younger than this is not judged yet (its work may still be running)."""
     window_hours: int = 24
     """How far back each run looks, before the grace (an input older is not judged)."""
-    receipts: dict[str, pulumi.Input[str]] | None = None
-    """A Scheduler's only: channel -> the DynamoDB table its target's receiver
-    (`exactly_once.receiver.receiver`) records messages in; each DONE message of those
-    channels must have its receipt. Default: every `redeliver` channel in the
-    scheduler's `receiver_table`, when it has one."""
+    receipt_channels: list[str] = dataclasses.field(default_factory=list)
+    """A Scheduler's only: the channels whose target records each message in the
+    scheduler's `receiver_table` (a function wrapped in `exactly_once.receiver.receiver`):
+    each DONE message of theirs must have its receipt."""
+    receipts: dict[str, pulumi.Input[str]] = dataclasses.field(default_factory=dict)
+    """A Scheduler's only: channel -> a table of yours its target's receiver records
+    messages in (as `receipt_channels`, for a receiver table the scheduler did not make)."""
+    receipt_days: int = 30
+    """How long the receivers keep their records (the receiver's `ttl_days`): an older
+    message is not checked against its receipt."""
 
     def validate(self) -> None:
         if self.period_minutes < 1 or self.grace_minutes < 0 or self.window_hours < 1:
@@ -46,6 +51,13 @@ class AuditOptions:
                 f"at least 0 (given {self.period_minutes}, {self.window_hours}, "
                 f"{self.grace_minutes})"
             )
+        if self.period_minutes > 1440 or self.window_hours * 60 < self.period_minutes:
+            raise ValueError(
+                f"audit: period_minutes {self.period_minutes} must be at most a day (its "
+                "stopped alarm's period) and within window_hours, or inputs would go unjudged"
+            )
+        if self.receipt_days < 1:
+            raise ValueError(f"audit: receipt_days must be at least 1 (given {self.receipt_days})")
 
 
 FINDINGS = {
@@ -69,8 +81,8 @@ def scheduled_audit(
     its role `statements`, the reads they need."""
     options.validate()
     kind = component._kind
-    if options.receipts and kind != "Scheduler":
-        raise ValueError(f"audit.receipts is a Scheduler's option, not {kind}'s")
+    if (options.receipts or options.receipt_channels) and kind != "Scheduler":
+        raise ValueError(f"audit receipts are a Scheduler's option, not {kind}'s")
     audited = {"kind": kind, **{key: outputs[key] for key in READS[kind]}}
     parent, platform = component, component._platform
     function = handler_function(

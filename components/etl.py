@@ -395,6 +395,7 @@ class IdempotentEtl(Component):
             "inputSuffix": args.input_suffix,
             "outputPrefix": args.output_prefix,
             "outputSuffix": args.output_suffix,
+            "recordTtlSeconds": args.record_ttl_days * 24 * 3600,
             "controlTable": self.control_table.name,
             "functionName": self.function.name,
             "dlqUrl": self.dlq.url,

@@ -330,6 +330,8 @@ class Scheduler(Component):
             "slotFunction": self.slot_function.name,
             "receiverTable": self.receiver_table.name if self.receiver_table else None,
             "receipts": receipts,
+            "receiptDays": args.audit.receipt_days if args.audit else 30,
+            "redeliver": args.redeliver,
         }
         if args.audit is not None:
             # pending messages by the status index, DONE ones by a scan, their receipts
@@ -344,15 +346,19 @@ class Scheduler(Component):
         self._finish(watch, outputs)
 
     def _receipts(self, args: SchedulerArgs) -> dict[str, pulumi.Input[str]]:
-        """Channel -> the table its target's receiver records messages in (the audit's)."""
-        if args.audit is not None and args.audit.receipts:
-            unknown = sorted(set(args.audit.receipts) - set(args.channels))
-            if unknown:
-                raise ValueError(f"audit.receipts: no channel {', '.join(unknown)}")
-            return dict(args.audit.receipts)
-        if self.receiver_table is None:
+        """Channel -> the table its target's receiver records messages in (the audit's):
+        only the channels the audit options name (a `redeliver` channel's target may take a
+        message twice without a receiver, and keep no receipt)."""
+        if args.audit is None:
             return {}
-        return dict.fromkeys(args.redeliver, self.receiver_table.name)
+        named = {**dict.fromkeys(args.audit.receipt_channels, ""), **args.audit.receipts}
+        unknown = sorted(set(named) - set(args.channels))
+        if unknown:
+            raise ValueError(f"audit receipts: no channel {', '.join(unknown)}")
+        if args.audit.receipt_channels and self.receiver_table is None:
+            raise ValueError("audit.receipt_channels record in receiver_table: set receiver_table")
+        table = self.receiver_table.name if self.receiver_table is not None else ""
+        return {channel: given or table for channel, given in named.items()}
 
     def _tables(self, names: list[pulumi.Input[str]]) -> list[pulumi.Output[str]]:
         """The ARNs of tables of this account and Region, by name."""

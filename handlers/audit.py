@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 from exactly_once.handlers import metrics
-from exactly_once.handlers.runtime import client, lambda_handler, log
+from exactly_once.handlers.runtime import client, lambda_handler, log, remaining_seconds
 from exactly_once.handlers.settings import Settings
 
 Kind = Literal["lost", "doubled", "pending"]
@@ -56,6 +56,7 @@ class Report:
     component: str  # its kind
     since: float | None  # epoch seconds: inputs from then (None: all)
     until: float  # inputs older than this (now minus the grace) are judged
+    deadline: float | None = None  # (epoch seconds) a long read stops here, and says so
     audited: int = 0  # inputs judged
     counts: dict[str, int] = dataclasses.field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     findings: list[Finding] = dataclasses.field(default_factory=list)
@@ -77,6 +78,16 @@ class Report:
             return False
         self.audited += 1
         return True
+
+    def merge(self, other: Report) -> None:
+        """Another report's judgements into this one (a part judged in its own window)."""
+        self.audited += other.audited
+        for kind, n in other.counts.items():
+            self.counts[kind] += n
+        self.findings += other.findings[: MAX_LISTED - len(self.findings)]
+        for why, n in other.accounted.items():
+            self.accounted[why] = self.accounted.get(why, 0) + n
+        self.limits += other.limits
 
     def account(self, why: str) -> None:
         self.accounted[why] = self.accounted.get(why, 0) + 1
@@ -116,8 +127,11 @@ READS: dict[str, tuple[str, ...]] = {
         "outputPrefix",
         "outputSuffix",
         "controlTable",
+        "recordTtlSeconds",  # how long a FAILED record is kept: older, nothing tells
     ),
-    "Scheduler": ("table", "receipts"),  # receipts: channel -> its receiver's table
+    # receipts: channel -> the table its target's receiver records messages in, kept
+    # receiptDays; redeliver: the channels sent again by design after a lost answer
+    "Scheduler": ("table", "receipts", "receiptDays", "redeliver"),
     "ResumableWorkflow": ("table", "timeoutSeconds"),
 }
 
@@ -132,9 +146,11 @@ def audit(
     grace_seconds: float,
     since: float | None = None,
     now: float | None = None,
+    deadline: float | None = None,
 ) -> Report:
     """The component's audit (`outputs`: its exports(), `kind` first): inputs from `since`
-    to `grace_seconds` ago judged."""
+    to `grace_seconds` ago judged; a scan that reaches `deadline` stops there, saying so
+    in the report's limits."""
     now = time.time() if now is None else now
     kind = str(outputs.get("kind", ""))
     auditors = {"IdempotentEtl": _etl, "Scheduler": _scheduler, "ResumableWorkflow": _resumable}
@@ -146,7 +162,7 @@ def audit(
     missing = [name for name in READS[kind] if name not in outputs]
     if missing:
         raise NotAudited(f"the {kind} outputs lack {', '.join(missing)}")
-    report = Report(kind, since, now - grace_seconds)
+    report = Report(kind, since, now - grace_seconds, deadline)
     auditors[kind](outputs, client, report, now)
     return report
 
@@ -158,47 +174,74 @@ def _etl(outputs: Mapping[str, Any], client: Clients, report: Report, now: float
     the grace is lost, unless a FAILED record (rejected, with its reason) or a live lock
     (pending) accounts for it; two or more outputs of one version (another suffix: the
     settings changed) are doubled."""
-    inputs, in_prefix, in_suffix, out_bucket, out_prefix, out_suffix, table = (
+    inputs, in_prefix, in_suffix, out_bucket, out_prefix, out_suffix, table, kept = (
         outputs[name] for name in READS["IdempotentEtl"]
     )
     table = table or ""
+    # A version older than its FAILED record would be kept has lost that record (TTL):
+    # without output, nothing tells a rejected one from a lost one.
+    remembered = report.until - float(kept)
+    # In the input bucket itself, outputs are what the ETL writes: under the output prefix,
+    # with the output suffix (neither given: nothing tells them apart from inputs).
+    shared = inputs == out_bucket and bool(out_prefix or out_suffix)
+    skipped = forgotten = 0
     s3 = client("s3")
     unpublished: list[tuple[str, str]] = []  # (item, expected output): judged 50 at a time
     with _keys(s3, out_bucket, out_prefix) as published:
         for key, revisions in _versions(s3, inputs, in_prefix):
-            if not key.endswith(in_suffix) or (inputs == out_bucket and key.startswith(out_prefix)):
+            if not key.endswith(in_suffix):
+                continue
+            if shared and key.startswith(out_prefix) and key.endswith(out_suffix):
+                skipped += 1
                 continue
             stem = f"{out_prefix}{key}."
             for revision, modified in revisions:
                 if not report.judged(modified):
                     continue
-                # Outputs of this version under another suffix (the settings changed): its
-                # stem's, less another version's whose id starts with this one's. (An input
-                # key `<key>.<this id>...` would share the stem: ids are opaque, so rare.)
-                longer = [
-                    stem + r for r, _ in revisions if r != revision and r.startswith(revision)
-                ]
-                found = [
-                    k
-                    for k in published.starting(stem + revision)
-                    if k == stem + revision + out_suffix or not any(k.startswith(o) for o in longer)
-                ]
+                found = _outputs_of(published, stem, revision, out_suffix, revisions)
                 item = f"s3://{inputs}/{key}#{revision}"
                 if len(found) > 1:
                     report.add("doubled", item, f"{len(found)} outputs: {', '.join(found)}")
                 elif found:
                     report.account("one output")
+                elif modified < remembered:
+                    forgotten += 1
+                    report.account("no output, older than its FAILED record would be kept")
                 else:
                     unpublished.append((item, stem + revision + out_suffix))
                     if len(unpublished) == BATCH // 2:
                         _unpublished(client, table, report, unpublished)
                         unpublished.clear()
     _unpublished(client, table, report, unpublished)
+    if skipped:
+        report.limits.append(
+            f"{skipped} keys of the input bucket under the output prefix and suffix taken "
+            "for outputs, not judged as inputs"
+        )
+    if forgotten:
+        report.limits.append(
+            f"{forgotten} versions without output are older than a FAILED record is kept "
+            "(record_ttl_days): rejected or lost, nothing tells; judge them by --since"
+        )
     if not table:
         report.limits.append(
             "no control table: an input rejected as malformed is only in the DLQ (its "
             "message names the object), so it counts lost here"
         )
+
+
+def _outputs_of(
+    published: _Published, stem: str, revision: str, suffix: str, revisions: list[Any]
+) -> list[str]:
+    """The outputs of one version: its own key, and its stem's under another suffix (the
+    settings changed), less another version's whose id starts with this one's. (An input
+    key `<key>.<this id>...` would share the stem: ids are opaque, so rare.)"""
+    expected = stem + revision + suffix
+    found = published.starting(stem + revision)
+    if all(k == expected for k in found):  # (the common case: no other version looked at)
+        return found
+    longer = [stem + r for r, _ in revisions if r != revision and r.startswith(revision)]
+    return [k for k in found if k == expected or not any(map(k.startswith, longer))]
 
 
 def _unpublished(
@@ -294,8 +337,8 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
     CANCELLED): one still RESERVED, STANDBY or FIRING is pending (the status index, one
     Query per lane). Of a channel whose target records receipts (`receipts`: channel ->
     its receiver's table), every DONE message of the window has its receipt: one without
-    is lost (the target was sent it and never recorded it), one received more than once
-    doubled."""
+    is lost (the target was sent it and never recorded it); one its receiver dropped a
+    redelivery of is doubled, unless its channel is resent by design (`redeliver`)."""
     from exactly_once.handlers.scheduler_index import Status, due, lanes
 
     table, receipts = outputs["table"], dict(outputs["receipts"] or {})
@@ -306,61 +349,93 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
                 report.audited += 1
                 late = int(now - publish_at)
                 report.add("pending", message_id, f"{status} {late} s past its time")
-    if receipts:
-        _received(ddb, table, receipts, report)
-    else:
+    if not receipts:
         report.limits.append(
             "no channel keeps receipts: a DONE message is its target's answer, not a "
-            "receipt (AuditOptions.receipts, or receiver_table with redeliver)"
+            "receipt (AuditOptions.receipts, receipt_channels)"
         )
+        return
+    # Receipts expire (the receiver's ttl_days): an older message's is gone, not missing.
+    kept = now - float(outputs["receiptDays"]) * 86400
+    if report.since is None or report.since < kept:
+        report.limits.append(
+            f"DONE messages published before {_iso(kept)} not checked against receipts: "
+            f"the receivers keep them {outputs['receiptDays']} days"
+        )
+    window = Report(
+        report.component, max(report.since or kept, kept), report.until, report.deadline
+    )
+    resent = set(outputs["redeliver"] or ())
+    _received(ddb, table, receipts, resent, window)
+    report.merge(window)
 
 
-def _received(ddb: Any, table: str, receipts: dict[str, str], report: Report) -> None:
+def _received(
+    ddb: Any, table: str, receipts: dict[str, str], resent: set[str], report: Report
+) -> None:
     """Each DONE message of the window against its receiver's record of it (a channel
-    without receipts: its target's answer is all there is)."""
+    without receipts: its target's answer is all there is). A scan of the messages
+    table: ended messages leave the status index, and the table keeps them (no TTL), so
+    each run reads all of them (docs/cost.md)."""
     from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status
 
-    values: dict[str, Any] = {":done": {"S": str(Status.DONE)}, ":until": {"N": f"{report.until}"}}
-    window = "#s = :done AND publish_at < :until"
-    if report.since is not None:
-        window += " AND publish_at >= :since"
-        values[":since"] = {"N": f"{report.since}"}
+    values: dict[str, Any] = {
+        ":done": {"S": str(Status.DONE)},
+        ":until": {"N": f"{report.until}"},
+        ":since": {"N": f"{report.since}"},
+    }
     pages = ddb.get_paginator("scan").paginate(
         TableName=table,
-        FilterExpression=window,
+        FilterExpression="#s = :done AND publish_at >= :since AND publish_at < :until",
         ProjectionExpression="pk, #c",
         ExpressionAttributeNames={"#s": "status", "#c": "channel"},
         ExpressionAttributeValues=values,
     )
     for page in pages:
-        by_table: dict[str, list[str]] = {}
+        if report.deadline is not None and time.time() > report.deadline:
+            report.limits.append(
+                "the scan of the messages table stopped at the run's deadline: the DONE "
+                "messages not yet read are not checked (a table this large needs a shorter "
+                "window, or its ended messages removed: docs/cost.md)"
+            )
+            return
+        by_table: dict[str, list[tuple[str, bool]]] = {}
         for item in page.get("Items", []):
-            receiver = receipts.get(item.get("channel", {}).get("S", ""))
-            if receiver is None:
+            channel = item.get("channel", {}).get("S", "")
+            if channel not in receipts:
                 report.account("DONE (its channel keeps no receipts)")
-            else:
-                by_table.setdefault(receiver, []).append(item["pk"]["S"].removeprefix(KEY_PREFIX))
-        for receiver, ids in by_table.items():
-            for batch in (ids[i : i + BATCH] for i in range(0, len(ids), BATCH)):
-                keys = [{"pk": {"S": f"RECEIVED#{i}"}} for i in batch]
-                found = _get_all(ddb, receiver, keys)
-                for message_id in batch:
-                    _judge_receipt(report, message_id, found.get(f"RECEIVED#{message_id}", {}))
+                continue
+            message_id = item["pk"]["S"].removeprefix(KEY_PREFIX)
+            by_table.setdefault(receipts[channel], []).append((message_id, channel in resent))
+        for receiver, messages in by_table.items():
+            for batch in (messages[i : i + BATCH] for i in range(0, len(messages), BATCH)):
+                keys = [{"pk": {"S": f"RECEIVED#{i}"}} for i, _ in batch]
+                found = _get_all(ddb, receiver, keys, projection=RECEIPT)
+                for message_id, by_design in batch:
+                    receipt = found.get(f"RECEIVED#{message_id}", {})
+                    _judge_receipt(report, message_id, receipt, by_design)
 
 
-def _judge_receipt(report: Report, message_id: str, receipt: dict[str, Any]) -> None:
+RECEIPT = ("pk", "status", "redelivered")  # what the audit reads of a receipt (not its result)
+
+
+def _judge_receipt(
+    report: Report, message_id: str, receipt: dict[str, Any], by_design: bool
+) -> None:
     from exactly_once.handlers.receiver import COMPLETE, REDELIVERED
     from exactly_once.handlers.receiver import IN_PROGRESS as RUNNING
 
     report.audited += 1
     status = receipt.get("status", {}).get("S")
     again = int(receipt.get(REDELIVERED, {}).get("N", 0))
-    if status == COMPLETE and again:
+    if status == COMPLETE and again and by_design:
+        report.account("DONE, redelivered after a lost answer (its channel's design), applied once")
+    elif status == COMPLETE and again:
         report.add(
             "doubled",
             message_id,
-            f"delivered {again + 1} times: its receiver applied it once and dropped "
-            f"{again} (without a receiver, {again + 1} effects)",
+            f"delivered at least {again + 1} times on a channel sent at most once: its "
+            f"receiver applied it once (without one, {again + 1} effects)",
         )
     elif status == COMPLETE:
         report.account("DONE and received")
@@ -371,13 +446,21 @@ def _judge_receipt(report: Report, message_id: str, receipt: dict[str, Any]) -> 
 
 
 def _get_all(
-    ddb: Any, table: str, keys: list[dict[str, Any]], key: str = "pk"
+    ddb: Any,
+    table: str,
+    keys: list[dict[str, Any]],
+    key: str = "pk",
+    projection: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """The items of `keys` (at most BATCH) by their `key`, every unprocessed key asked
     again. Eventually consistent (half the read units): what is judged is past its grace,
     its records written minutes before."""
     found: dict[str, dict[str, Any]] = {}
-    request: dict[str, Any] = {table: {"Keys": keys}}
+    read: dict[str, Any] = {"Keys": keys}
+    if projection:  # (the read units are the whole items' still: less to carry back)
+        names = {f"#a{n}": name for n, name in enumerate(projection)}
+        read |= {"ProjectionExpression": ", ".join(names), "ExpressionAttributeNames": names}
+    request: dict[str, Any] = {table: read}
     for attempt in range(8):
         answer = ddb.batch_get_item(RequestItems=request)
         for item in answer.get("Responses", {}).get(table, []):
@@ -460,7 +543,9 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     config = AuditSettings.current()
     now = time.time()
     since = now - config.grace_seconds - config.window_seconds
-    report = audit(config.audited, client, config.grace_seconds, since, now)
+    # what it has not read a minute before its timeout, it says it has not
+    deadline = now + remaining_seconds(context) - 60
+    report = audit(config.audited, client, config.grace_seconds, since, now, deadline)
     for finding in report.findings[:LOGGED]:
         log("WARNING", "audit finding", **dataclasses.asdict(finding))
     counts = {kind.capitalize(): float(n) for kind, n in report.counts.items()}

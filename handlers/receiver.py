@@ -42,13 +42,13 @@ from typing import Any, TypeVar
 
 from exactly_once.handlers import metrics
 from exactly_once.handlers.errors import ClientError, aws_code
-from exactly_once.handlers.runtime import client, log
+from exactly_once.handlers.runtime import client, log, remaining_seconds
 
 TABLE_ENV = "RECEIVER_TABLE"
 TTL_ATTRIBUTE = "expires_at"
 PATTERN = "receiver"
 IN_PROGRESS, COMPLETE = "IN_PROGRESS", "COMPLETE"
-REDELIVERED = "redelivered"  # on the record: how many deliveries after the first were dropped
+REDELIVERED = "redelivered"  # on the record: deliveries after the first dropped (at least)
 # A result larger than this is not kept (DynamoDB's item limit is 400 KB): a redelivery
 # then answers {"duplicate": true} instead of the first run's result.
 MAX_RESULT_BYTES = 300 * 1024
@@ -97,13 +97,13 @@ def receive(
     # This run's own mark (not the request id: a duplicate delivery may share that); a
     # write resent by the SDK after a lost answer carries it too.
     mine = uuid.uuid4().hex
-    ends = time.time() + _remaining(context)
+    ends = time.time() + remaining_seconds(context)
     while True:
         held = _take(table, message_id, mine, ends, ttl_days)
         if held is None or held.get("runner", {}).get("S") == mine:
             break  # ours to run (our own write, resent after a lost answer, included)
         if held.get("status", {}).get("S") == COMPLETE:
-            return _duplicate(table, message_id, held)
+            return _duplicate(table, message_id, held, ends)
         lease = float(held.get("lease_until", {}).get("N", "0"))
         if lease + LEASE_SKEW_SECONDS < time.time():
             raise MessageOutcomeUnknown(
@@ -123,12 +123,6 @@ def receive(
         raise
     _complete(table, message_id, mine, result)
     return result
-
-
-def _remaining(context: Any) -> float:
-    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
-        return 900.0
-    return float(context.get_remaining_time_in_millis()) / 1000
 
 
 def _key(message_id: str) -> dict[str, Any]:
@@ -168,11 +162,38 @@ def _take(
     return None
 
 
-def _duplicate(table: str, message_id: str, held: dict[str, Any]) -> Any:
+def _duplicate(table: str, message_id: str, held: dict[str, Any], ends: float) -> Any:
     metrics.emit(PATTERN, {"message_id": message_id}, DuplicateDropped=1)
     log("INFO", "duplicate dropped", message_id=message_id)
-    try:  # counted on the record, for the audit (handlers/audit.py): sent more than once
-        client("dynamodb").update_item(
+    _count_redelivery(table, message_id, ends)
+    if "result" in held:
+        return json.loads(held["result"]["S"])
+    return {"id": message_id, "duplicate": True}
+
+
+COUNT_MARGIN_SECONDS = 3.0  # left of this invocation to count a redelivery; else not counted
+
+
+@functools.cache
+def _counter() -> Any:
+    """A client for the count alone: one send, a second to connect and to answer (the
+    duplicate's answer waits for it; a count lost is a count, not an effect)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"total_max_attempts": 1}, connect_timeout=1, read_timeout=1)
+    return boto3.client("dynamodb", config=config)
+
+
+def _count_redelivery(table: str, message_id: str, ends: float) -> None:
+    """Counted on the record, for the audit (handlers/audit.py: sent more than once), at
+    least once per redelivery (the SDK may send the ADD again). Best effort: a count is
+    never why a duplicate's answer comes late (only with time to spare) or not at all."""
+    if time.time() + COUNT_MARGIN_SECONDS > ends:
+        log("WARNING", "redelivery not counted: no time left", message_id=message_id)
+        return
+    try:
+        _counter().update_item(
             TableName=table,
             Key=_key(message_id),
             UpdateExpression=f"ADD {REDELIVERED} :one",
@@ -181,9 +202,6 @@ def _duplicate(table: str, message_id: str, held: dict[str, Any]) -> Any:
         )
     except Exception as exc:  # (a count: never the reason a duplicate is not dropped)
         log("WARNING", "redelivery not counted", message_id=message_id, exc=exc)
-    if "result" in held:
-        return json.loads(held["result"]["S"])
-    return {"id": message_id, "duplicate": True}
 
 
 def _complete(table: str, message_id: str, mine: str, result: Any) -> None:

@@ -177,3 +177,11 @@ def request_id(context: Any) -> str:
     import uuid
 
     return str(uuid.uuid4())
+
+
+def remaining_seconds(context: Any, default: float = 900.0) -> float:
+    """The invocation's time left (Lambda's context), or `default` outside Lambda (its
+    longest timeout)."""
+    if context is None or not hasattr(context, "get_remaining_time_in_millis"):
+        return default
+    return float(context.get_remaining_time_in_millis()) / 1000

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from exactly_once.handlers import name_dedup, runtime, scheduler, scheduler_slots
+from exactly_once.handlers import name_dedup, receiver, runtime, scheduler, scheduler_slots
 from tooling import events
 
 REGION = "us-east-1"
@@ -53,6 +53,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
     runtime.client.cache_clear()
+    receiver._counter.cache_clear()
     scheduler_slots._client.cache_clear()
     scheduler_slots._renewals.cache_clear()
     scheduler._STARTED_SLOTS.clear()

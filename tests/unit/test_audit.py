@@ -28,6 +28,7 @@ def etl_outputs(**changes: Any) -> dict[str, Any]:
         "outputPrefix": "out/",
         "outputSuffix": ".json",
         "controlTable": "control",
+        "recordTtlSeconds": 7 * 86400,
         **changes,
     }
 
@@ -158,11 +159,15 @@ def message(ddb: Any, message_id: str, status: Status, publish_at: float) -> Non
     ddb.put_item(TableName="messages", Item=item)
 
 
-def scheduler_outputs(receipts: str | None = "received") -> dict[str, Any]:
+def scheduler_outputs(
+    receipts: str | None = "received", redeliver: tuple[str, ...] = ()
+) -> dict[str, Any]:
     return {
         "kind": "Scheduler",
         "table": "messages",
         "receipts": {"mail": receipts} if receipts else {},
+        "receiptDays": 30,
+        "redeliver": list(redeliver),
     }
 
 
@@ -195,14 +200,52 @@ def test_a_done_message_its_receiver_never_recorded_is_lost(messages: Any) -> No
     assert report.accounted["DONE (its channel keeps no receipts)"] == 1
 
 
-def test_a_message_its_receiver_was_sent_twice_is_doubled(messages: Any) -> None:
+def test_a_message_its_receiver_was_sent_twice_is_doubled_unless_resent_by_design(
+    messages: Any,
+) -> None:
     now = time.time()
     message(messages, "twice", Status.DONE, now - 2 * HOUR)
     receipt = {"pk": {"S": "RECEIVED#twice"}, "status": {"S": "COMPLETE"}}
     messages.put_item(TableName="received", Item={**receipt, "redelivered": {"N": "1"}})
     report = run(scheduler_outputs(), now=now)
     assert report.counts == {"lost": 0, "doubled": 1, "pending": 0}
-    assert "delivered 2 times" in report.findings[0].reason
+    assert "delivered at least 2 times" in report.findings[0].reason
+    # a channel in `redeliver` is sent again after a lost answer by design: no finding
+    report = run(scheduler_outputs(redeliver=("mail",)), now=now)
+    assert report.clean and report.audited == 1
+
+
+def test_receipts_older_than_the_receivers_keep_them_are_not_judged(messages: Any) -> None:
+    now = time.time()
+    message(messages, "old", Status.DONE, now - 40 * 86400)  # its receipt expired
+    report = run(scheduler_outputs(), now=now)
+    assert report.clean and report.audited == 0
+    assert any("keep them 30 days" in limit for limit in report.limits)
+
+
+def test_a_long_scan_stops_at_its_deadline_and_says_so(messages: Any) -> None:
+    now = time.time()
+    message(messages, "m", Status.DONE, now - 2 * HOUR)
+    report = audit.audit(scheduler_outputs(), runtime.client, 900, now=now, deadline=now - 1)
+    assert report.audited == 0 and any("deadline" in limit for limit in report.limits)
+
+
+def test_an_etl_writing_into_its_input_bucket_judges_its_inputs_not_its_outputs(
+    buckets: Any,
+) -> None:
+    shared = etl_outputs(outputBucket="inputs", outputPrefix="", inputPrefix="", inputSuffix="")
+    version = put_input(buckets, "data/a.csv", publish=False)
+    buckets.put_object(Bucket="inputs", Key=f"data/a.csv.{version}.json", Body=b"{}")
+    report = run(shared)
+    assert report.clean and report.audited == 1, report.as_dict()
+    assert any("taken for outputs" in limit for limit in report.limits)
+
+
+def test_a_version_older_than_its_failed_record_is_kept_is_not_called_lost(buckets: Any) -> None:
+    put_input(buckets, "data/old.csv", publish=False)
+    report = run(etl_outputs(recordTtlSeconds=60), now=LATER)  # its record would be gone
+    assert report.clean and report.audited == 1
+    assert any("record_ttl_days" in limit for limit in report.limits)
 
 
 @pytest.fixture

@@ -63,26 +63,31 @@ def test_bad_audit_options_are_refused_where_written() -> None:
         run(lambda: component("resumable", audit=AuditOptions(period_minutes=0)))
 
 
-def test_a_schedulers_receipts_default_to_its_receiver_table_for_redelivered_channels() -> None:
+def test_a_schedulers_receipts_are_the_channels_its_audit_names() -> None:
     from exactly_once.components.scheduler import Scheduler, SchedulerArgs
     from tests.unit.pulumi_harness import FUNCTION_ARN
 
     def program() -> None:
         channels = {"mail": FUNCTION_ARN, "sms": FUNCTION_ARN}
-        args = SchedulerArgs(channels, redeliver=["mail"], receiver_table=True)
-        Scheduler("c", SchedulerArgs(**{**vars(args), "audit": AuditOptions()}))
+        audit = AuditOptions(receipt_channels=["mail"])
+        Scheduler("c", SchedulerArgs(channels, redeliver=["sms"], receiver_table=True, audit=audit))
 
     mocks = run(program)
     audited = json.loads(
         mocks.named("c-audit", FUNCTION).inputs["environment"]["variables"]["AUDITED"]
     )
-    assert list(audited["receipts"]) == ["mail"]  # sms's target keeps no receipts
+    assert list(audited["receipts"]) == ["mail"]  # sms is resent, and keeps no receipts
+    assert (audited["redeliver"], audited["receiptDays"]) == (["sms"], 30)
     assert audited["receipts"]["mail"].startswith("c-received")
     assert "dynamodb:BatchGetItem" in actions(mocks, "c-audit")
 
 
 def test_receipts_name_channels_of_a_scheduler_only() -> None:
-    with pytest.raises(Exception, match=r"audit\.receipts: no channel fax"):
+    with pytest.raises(Exception, match="audit receipts: no channel fax"):
         run(lambda: component("scheduler", audit=AuditOptions(receipts={"fax": "t"})))
-    with pytest.raises(Exception, match="receipts is a Scheduler's option"):
+    with pytest.raises(Exception, match="receipts are a Scheduler's option"):
         run(lambda: component("resumable", audit=AuditOptions(receipts={"demo": "t"})))
+    with pytest.raises(Exception, match="record in receiver_table: set receiver_table"):
+        run(lambda: component("scheduler", audit=AuditOptions(receipt_channels=["demo"])))
+    with pytest.raises(Exception, match="within window_hours"):
+        run(lambda: component("scheduler", audit=AuditOptions(period_minutes=120, window_hours=1)))

@@ -195,9 +195,16 @@ def audited(tmp_path: Any) -> list[list[str]]:
     ddb.put_item(TableName="checkpoints", Item={**stuck, "saved_at": {"S": "2026-01-01T00:00:00Z"}})
     etl = {"kind": "IdempotentEtl", "inputBucket": "etl-inputs", "outputBucket": "etl-outputs"}
     etl |= {"inputPrefix": "", "inputSuffix": "", "outputPrefix": "out/", "outputSuffix": ""}
+    etl |= {"recordTtlSeconds": 86400}
     outputs = {
         "etl": {**etl, "controlTable": "etl-control"},
-        "reminders": {"kind": "Scheduler", "table": "messages", "receipts": {"c": "received"}},
+        "reminders": {
+            "kind": "Scheduler",
+            "table": "messages",
+            "receipts": {"c": "received"},
+            "receiptDays": 3650,  # (its messages' time is 2023's)
+            "redeliver": [],
+        },
         "orders": {"kind": "ResumableWorkflow", "table": "checkpoints", "timeoutSeconds": 60},
     }
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
