@@ -458,3 +458,56 @@ def test_the_receiver_sample_applies_a_message_once_under_pytest_from_the_wheel(
         text=True,
     )
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-3000:]
+
+
+# `exactly-once audit` as a user runs it, against moto (its own process, the installed
+# package first on the path): an ETL with one output missing.
+AUDIT_RUNNER = r"""
+import json, sys, time
+from moto import mock_aws
+with mock_aws():
+    import boto3
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for bucket in ("uploads", "outputs"):
+        s3.create_bucket(Bucket=bucket)
+    s3.put_bucket_versioning(Bucket="uploads", VersioningConfiguration={"Status": "Enabled"})
+    for key in ("a.csv", "b.csv"):
+        version = s3.put_object(Bucket="uploads", Key=key, Body=b"1")["VersionId"]
+        if key == "a.csv":
+            s3.put_object(Bucket="outputs", Key=f"out/{key}.{version}.jsonl", Body=b"{}")
+    from exactly_once.ops.__main__ import main
+    import exactly_once
+    print(exactly_once.__file__, file=sys.stderr)
+    sys.exit(main(["audit", "--outputs", sys.argv[1], "--grace-minutes", "0",
+                   "--region", "us-east-1", "--format", "table"]))
+"""
+
+
+def test_the_audit_runs_from_the_installed_wheel(installed: Path, tmp_path: Path) -> None:
+    outputs = {
+        "kind": "IdempotentEtl",
+        "inputBucket": "uploads",
+        "inputPrefix": "",
+        "inputSuffix": "",
+        "outputBucket": "outputs",
+        "outputPrefix": "out/",
+        "outputSuffix": ".jsonl",
+        "controlTable": "",
+        "recordTtlSeconds": 604800,
+    }
+    (tmp_path / "outputs.json").write_text(json.dumps(outputs))
+    (tmp_path / "audit.py").write_text(AUDIT_RUNNER)
+    env = {**os.environ, "PYTHONPATH": str(installed), "PYTHONDONTWRITEBYTECODE": "1"}
+    env |= {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test"}
+    done = subprocess.run(
+        [sys.executable, "audit.py", "outputs.json"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    # the installed package answered: one input lost (b.csv), exit 3
+    assert Path(done.stderr.splitlines()[0]).is_relative_to(installed), done.stderr[-2000:]
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "1 lost, 0 doubled, 0 pending" in done.stdout
+    assert "s3://uploads/b.csv#" in done.stdout
