@@ -63,17 +63,7 @@ if name_dedup is not None:
         ),
         opts,
     )
-    pulumi.export(
-        "nameDedup",
-        {
-            "bucket": uploads.bucket,
-            "functionName": starter.function.name,
-            "stateMachineArn": starter.state_machine_arn,
-            "dlqUrl": starter.dlq.url,
-            "alarmNames": starter.alarm_names,
-            "dashboardName": starter.dashboard_name,
-        },
-    )
+    pulumi.export("nameDedup", starter.exports())  # (its bucket, machine, DLQ, ...)
 
 # A second name-dedup starter, watching two buckets through one event pattern: one key
 # written to each is two events (every S3 key strategy names the bucket).

@@ -9,6 +9,7 @@ import re
 import pulumi
 import pulumi_aws as aws
 
+from exactly_once.components.audit import AuditOptions, scheduled_audit
 from exactly_once.components.component import Component
 from exactly_once.components.config import Defaulted, as_args
 from exactly_once.components.event_patterns import s3_object_created_pattern
@@ -32,6 +33,7 @@ from exactly_once.components.state_machines import (
     require_target,
     target_state_machine,
 )
+from exactly_once.handlers.audit import starter_refusal
 from exactly_once.handlers.backends import BACKENDS
 from exactly_once.handlers.executions import Backend, BackendName, ReusePolicy, ReusePolicyName
 from exactly_once.handlers.keys import key_extractor
@@ -92,6 +94,10 @@ class NameDedupStarterArgs:
     (docs/platform.md)."""
     monitoring: MonitoringOptions | None = None
     """Metrics namespace, alarms (and whom they tell), dashboard (docs/operations.md)."""
+    audit: AuditOptions | None = None
+    """A scheduled audit: every object version uploaded to `bucket_name` started its
+    execution (Lost metric, alarmed; docs/operations.md). For a bucket, the step-functions
+    backend and an object-key or bucket-key-version strategy."""
 
     def __post_init__(self) -> None:
         self.validate()  # bad args fail where they are written, with the reason
@@ -113,6 +119,16 @@ class NameDedupStarterArgs:
         if self.durable_function_arn is not None:
             raise ValueError("durable_function_arn is for backend='durable-function'")
         require_target(self.state_machine_arn, self.definition, "NameDedupStarter")
+        if self.audit is not None:
+            refused = starter_refusal(
+                {
+                    "bucket": self.bucket_name,
+                    "backend": str(self.backend),
+                    "keyStrategy": self.key_strategy,
+                }
+            )
+            if refused is not None:
+                raise ValueError(f"audit: this starter cannot be audited: {refused}")
 
     def _require_durable_function(self) -> None:
         if self.state_machine_arn is not None or self.definition is not None:
@@ -207,16 +223,33 @@ class NameDedupStarter(Component):
         watch = Watch(name, PATTERN, args.monitoring, self)
         watch.dead_letters(self.dlq)
         watch.counts("Events", list(CATALOGUE[PATTERN]))
-        self._finish(
-            watch,
-            {
-                "functionName": self.function.name,
-                "ruleArn": self.rule.arn,
-                "dlqUrl": self.dlq.url,
-                "stateMachineArn": self.state_machine_arn,
-                "durableFunctionArn": self.durable_function_arn,
-            },
-        )
+        outputs = {
+            "functionName": self.function.name,
+            "ruleArn": self.rule.arn,
+            "dlqUrl": self.dlq.url,
+            "stateMachineArn": self.state_machine_arn,
+            "durableFunctionArn": self.durable_function_arn,
+            # what the audit derives each upload's execution name from
+            "bucket": args.bucket_name,
+            "keyStrategy": args.key_strategy,
+            "hideKey": args.hide_key,
+            "backend": str(args.backend),
+        }
+        if args.audit is not None:
+            assert self.state_machine_arn is not None  # (checked: the step-functions backend)
+            assert args.bucket_name is not None  # (checked: a bucket's starter)
+            bucket = pulumi.Output.from_input(args.bucket_name)
+            invoke = pulumi.InvokeOptions(parent=self)
+            partition = aws.get_partition_output(opts=invoke).partition
+            audit_reads = [
+                allow(
+                    ["s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketVersioning"],
+                    [pulumi.Output.concat("arn:", partition, ":s3:::", bucket)],
+                ),
+                allow(["states:ListExecutions"], [self.state_machine_arn]),
+            ]
+            scheduled_audit(self, name, outputs, audit_reads, args.audit, args.monitoring, watch)
+        self._finish(watch, outputs)
 
     def _target(
         self, name: str, args: NameDedupStarterArgs

@@ -28,7 +28,7 @@ import dataclasses
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Literal
 
 from exactly_once.handlers import metrics
@@ -133,6 +133,8 @@ READS: dict[str, tuple[str, ...]] = {
     # receiptDays; redeliver: the channels sent again by design after a lost answer
     "Scheduler": ("table", "receipts", "receiptDays", "redeliver"),
     "ResumableWorkflow": ("table", "timeoutSeconds"),
+    # bucket: the one it starts for (None: its own event pattern, which no listing covers)
+    "NameDedupStarter": ("bucket", "stateMachineArn", "keyStrategy", "hideKey", "backend"),
 }
 
 
@@ -153,7 +155,12 @@ def audit(
     in the report's limits."""
     now = time.time() if now is None else now
     kind = str(outputs.get("kind", ""))
-    auditors = {"IdempotentEtl": _etl, "Scheduler": _scheduler, "ResumableWorkflow": _resumable}
+    auditors = {
+        "IdempotentEtl": _etl,
+        "Scheduler": _scheduler,
+        "ResumableWorkflow": _resumable,
+        "NameDedupStarter": _starter,
+    }
     if kind not in auditors:
         raise NotAudited(
             f"no audit for {kind or 'outputs without a kind'}: the audit reads "
@@ -316,15 +323,26 @@ class _Published:
 
 @contextlib.contextmanager
 def _keys(s3: Any, bucket: str, prefix: str) -> Iterator[_Published]:
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    with _listed(obj["Key"] for page in pages for obj in page.get("Contents", [])) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def _listed(names: Iterable[str]) -> Iterator[_Published]:
+    """`names` in a temporary SQLite file, looked up in memory bounded whatever their
+    number."""
     with tempfile.NamedTemporaryFile(suffix=".sqlite") as file:
         db = sqlite3.connect(file.name)
         try:
             db.execute("CREATE TABLE k (key TEXT PRIMARY KEY) WITHOUT ROWID")
-            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-                db.executemany(
-                    "INSERT OR IGNORE INTO k VALUES (?)",
-                    [(obj["Key"],) for obj in page.get("Contents", [])],
-                )
+            batch: list[tuple[str]] = []
+            for name in names:
+                batch.append((name,))
+                if len(batch) == 1000:
+                    db.executemany("INSERT OR IGNORE INTO k VALUES (?)", batch)
+                    batch.clear()
+            db.executemany("INSERT OR IGNORE INTO k VALUES (?)", batch)
             db.commit()
             yield _Published(db)
         finally:
@@ -520,6 +538,75 @@ def _epoch(text: str | None, timestamps: Any) -> float | None:
         return None if not text else float(timestamps.epoch(text))
     except ValueError:
         return None
+
+
+# -- pattern 1: every object version of the bucket started its execution ------------------
+STARTER_STRATEGIES = ("object-key", "bucket-key-version")  # what a listing can derive
+
+
+def starter_refusal(outputs: Mapping[str, Any]) -> str | None:
+    """Why a NameDedupStarter cannot be audited (its events are not a bucket's objects, or
+    its key not one a listing derives), or None."""
+    if not outputs.get("bucket"):
+        return "its events come from its own event pattern: no listing holds them"
+    if outputs.get("backend") != "step-functions":
+        return "its durable executions are not listed by name (backend 'durable-function')"
+    if outputs.get("keyStrategy") not in STARTER_STRATEGIES:
+        return (
+            f"its key strategy {outputs.get('keyStrategy')!r} reads the event (a listing "
+            f"derives {' and '.join(STARTER_STRATEGIES)} only)"
+        )
+    return None
+
+
+def _starter(outputs: Mapping[str, Any], client: Clients, report: Report, now: float) -> None:
+    """Each object version uploaded to the bucket (each key, with the object-key strategy)
+    started its execution: the name the starter derives from its key (handlers/names.py),
+    or a later attempt's (`-r1`, ...), among the machine's executions (ListExecutions: up
+    to 90 days after they end). None is lost: its event never reached the starter (a rule
+    that did not match, a notification off), or it waits in the starter's DLQ. Two runs
+    of one key are its attempts, by design: no double is possible by name."""
+    from exactly_once.handlers.names import execution_name
+
+    refused = starter_refusal(outputs)
+    if refused is not None:
+        raise NotAudited(f"this NameDedupStarter cannot be audited: {refused}")
+    bucket, machine, strategy, hide = (outputs[n] for n in READS["NameDedupStarter"][:4])
+    s3, sfn = client("s3"), client("stepfunctions")
+    with _names(sfn, machine) as started:
+        for key, revisions in _versions(s3, bucket, ""):
+            if strategy == "object-key":  # the key's newest write stands for it
+                revisions = revisions[:1]
+            for revision, modified in revisions:
+                if not report.judged(modified):
+                    continue
+                event_key = (
+                    f"{bucket}/{key}" if strategy == "object-key" else f"{bucket}/{key}#{revision}"
+                )
+                name = execution_name(event_key, 0, hide)
+                attempts = (
+                    n for n in started.starting(f"{name}-r") if n[len(name) + 2 :].isdigit()
+                )
+                if started.has(name) or any(attempts):
+                    report.account("started")
+                else:
+                    report.add(
+                        "lost",
+                        f"s3://{bucket}/{key}#{revision}",
+                        f"no execution {name} (nor a later attempt): its event never reached "
+                        "the starter, or waits in its DLQ",
+                    )
+
+
+@contextlib.contextmanager
+def _names(sfn: Any, machine: str) -> Iterator[_Published]:
+    """The machine's execution names, in a temporary SQLite file (as the ETL's outputs)."""
+    # (ListExecutions: 100 a page by default, at most 1,000; every status, 90 days after
+    # each ended)
+    listing = sfn.get_paginator("list_executions")
+    pages = listing.paginate(stateMachineArn=machine, PaginationConfig={"PageSize": 1000})
+    with _listed(e["name"] for page in pages for e in page.get("executions", [])) as found:
+        yield found
 
 
 # -- the component's scheduled audit ---------------------------------------------------------

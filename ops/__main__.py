@@ -16,7 +16,7 @@ lanes. Each command checks it was pointed at what it works on; each that writes 
     scheduler-lanes --table T        pending messages into the status index's    writes
              lanes (once, upgrading 0.2 -> 0.3)
     audit    --outputs F --component C   did every input take effect exactly once?
-             (an ETL's, a scheduler's or a resumable workflow's; exit 3 on a finding)
+             (an ETL's, a scheduler's, a workflow's, a bucket's starter's; exit 3 on a finding)
 
 What each works on, checked before anything is written (refused, exit 2, naming what it
 was pointed at): the workflow commands a ResumableWorkflow's state machine and its own
@@ -114,13 +114,14 @@ COMMANDS = {
         "Reconcile a component's inputs with their effects, reading only: each input past "
         "its grace must have taken effect once (an ETL's object versions against their "
         "outputs, a scheduler's messages against their end and their receipts, a resumable "
-        "workflow's keys against their steps). Findings: lost, doubled, pending "
+        "workflow's keys against their steps, a bucket's uploads against the executions "
+        "its name-dedup starter started). Findings: lost, doubled, pending "
         "(docs/runbook.md says what to do with each); exit 3 if any.",
         "--outputs outputs.json --component thumbnails --since 2026-12-01T00:00:00Z",
     ),
 }
 WRITES = frozenset(set(COMMANDS) - {"show", "audit"})
-AUDITED = ("IdempotentEtl", "ResumableWorkflow", "Scheduler")
+AUDITED = ("IdempotentEtl", "NameDedupStarter", "ResumableWorkflow", "Scheduler")
 FOUND = 3  # the audit's exit status when it found anything
 # The component kinds each command works on (a component's `kind` output)
 WORKFLOW_KIND = ("ResumableWorkflow",)

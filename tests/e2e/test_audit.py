@@ -308,3 +308,44 @@ def test_the_audit_reports_planted_losses_and_doubles_and_nothing_when_clean(
         client("dynamodb").delete_item(
             TableName=workflow["table"], Key={"pk": {"S": f"audit-ok-{tag}"}}
         )
+
+
+@pytest.mark.exclusive  # turns the starter's rule off for a moment: no other upload then
+def test_an_upload_whose_event_never_reached_the_starter_is_lost(
+    stack: dict[str, Any], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from exactly_once.handlers.names import execution_name
+
+    starter = stack["nameDedup"]
+    outputs = tmp_path / "outputs.json"
+    outputs.write_text(json.dumps({"nameDedup": starter}))
+    s3, sfn, events = client("s3"), client("stepfunctions"), client("events")
+    tag = new_tag()
+    since = time.time() - 1
+    # GIVEN an upload the starter started: a clean run
+    put = s3.put_object(Bucket=starter["bucket"], Key=f"audit/{tag}/a.csv", Body=CSV)
+    name = execution_name(f"{starter['bucket']}/audit/{tag}/a.csv#{put['VersionId']}")
+    arn = f"{starter['stateMachineArn'].replace(':stateMachine:', ':execution:')}:{name}"
+
+    def started() -> bool:
+        try:
+            return bool(sfn.describe_execution(executionArn=arn))
+        except sfn.exceptions.ExecutionDoesNotExist:
+            return False
+
+    eventually(started, timeout=60)
+    code, report = audit(capsys, outputs, "nameDedup", since, time.time())
+    assert code == 0 and report["audited"] == 1 and not report["findings"], report
+    # WHEN an upload's event never reaches it (its rule off: as a rule that did not match)
+    rule = starter["ruleArn"].rsplit("/", 1)[-1]
+    events.disable_rule(Name=rule)
+    time.sleep(2)  # (AWS: events "might continue to match" for "a short period of time")
+    try:
+        lost = s3.put_object(Bucket=starter["bucket"], Key=f"audit/{tag}/b.csv", Body=CSV)
+        time.sleep(5)  # (what EventBridge would have delivered by now, it drops)
+    finally:
+        events.enable_rule(Name=rule)
+    # THEN the audit reports it lost, and nothing of the one started
+    code, report = audit(capsys, outputs, "nameDedup", since, time.time())
+    item = f"s3://{starter['bucket']}/audit/{tag}/b.csv#{lost['VersionId']}"
+    assert code == FOUND and found(report) == {item: "lost"}, report

@@ -317,3 +317,45 @@ def test_the_scheduled_audit_writes_every_count_each_run_and_logs_each_finding(
     [metric] = [line for line in lines if "_aws" in line]
     assert (metric["Lost"], metric["Doubled"], metric["Pending"]) == (1, 0, 0)
     assert (metric["Pattern"], metric["Component"]) == ("audit", "thumbnails")
+
+
+def starter_outputs(machine: str, **changes: Any) -> dict[str, Any]:
+    return {
+        "kind": "NameDedupStarter",
+        "bucket": "inputs",
+        "stateMachineArn": machine,
+        "keyStrategy": "bucket-key-version",
+        "hideKey": False,
+        "backend": "step-functions",
+        **changes,
+    }
+
+
+def test_an_upload_whose_execution_never_started_is_lost(buckets: Any) -> None:
+    from exactly_once.handlers.names import execution_name
+    from tests.unit.conftest import WAIT_DEFINITION, make_state_machine
+
+    machine = make_state_machine(WAIT_DEFINITION, "orders")
+    sfn = runtime.client("stepfunctions")
+    versions = {n: put_input(buckets, f"data/{n}.csv", publish=False) for n in ("a", "b", "c")}
+    sfn.start_execution(
+        stateMachineArn=machine, name=execution_name(f"inputs/data/a.csv#{versions['a']}")
+    )
+    # b's first attempt long gone, its retry (`-r1`) there; c never started
+    retry = execution_name(f"inputs/data/b.csv#{versions['b']}", 1)
+    sfn.start_execution(stateMachineArn=machine, name=retry)
+    report = run(starter_outputs(machine))
+    assert report.counts == {"lost": 1, "doubled": 0, "pending": 0}
+    assert report.findings[0].item == f"s3://inputs/data/c.csv#{versions['c']}"
+    assert report.accounted == {"started": 2}
+    # with the object-key strategy, a key stands for its writes: one execution for each
+    sfn.start_execution(stateMachineArn=machine, name=execution_name("inputs/data/c.csv"))
+    by_key = run(starter_outputs(machine, keyStrategy="object-key"))
+    assert by_key.counts["lost"] == 2 and by_key.audited == 3  # a and b: by version only
+
+
+def test_a_starter_whose_events_no_listing_holds_is_refused() -> None:
+    with pytest.raises(audit.NotAudited, match="its own event pattern"):
+        run(starter_outputs("arn", bucket=None))
+    with pytest.raises(audit.NotAudited, match="reads the event"):
+        run(starter_outputs("arn", keyStrategy="jmespath:detail.id"))
