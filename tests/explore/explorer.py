@@ -252,9 +252,12 @@ def _lighter_calls() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _deterministic(clock: Clock) -> Iterator[None]:
+def _deterministic(clock: Clock, seed: str) -> Iterator[None]:
     """botocore's retry back-off sleeps by the schedule's clock; handlers' thread pools
-    run inline."""
+    run inline; the jitter they draw from the `random` module (the slot's back-offs,
+    botocore's retries) is the schedule's own, `seed`'s, so a schedule replays alike in
+    any process (it was the interpreter's, seeded afresh each run: a kept replay found
+    its defect in one run and not in the next)."""
     import botocore.endpoint
 
     from tests.explore.scenarios.base import clocked
@@ -269,10 +272,13 @@ def _deterministic(clock: Clock) -> Iterator[None]:
     concurrent.futures.ThreadPoolExecutor = InlinePool  # type: ignore[misc,assignment]
     for module in holders:
         module.ThreadPoolExecutor = InlinePool
+    state = random.getstate()
+    random.seed(seed)
     try:
         with clocked(clock, botocore.endpoint):
             yield
     finally:
+        random.setstate(state)
         concurrent.futures.ThreadPoolExecutor = pool  # type: ignore[misc]
         for module in holders:
             module.ThreadPoolExecutor = pool
@@ -296,7 +302,7 @@ def _one(
     for client in clients:
         injector.attach(client)
     try:
-        with _deterministic(clock), scenario.patched(world):
+        with _deterministic(clock, f"{seed}:{number}"), scenario.patched(world):
             verdict = processes.run(lambda: scenario.run(world))
             found = verdict()  # once every process, late ones too, has ended
     except (Exception, SandboxDied) as exc:  # (a crash escaping the source's model)
