@@ -144,7 +144,7 @@ FOUND: list[tuple[Any, str, int, str]] = [
     ),
     (
         slots,
-        "fail@15,fail@16",
+        "fail@15,fail@18",
         786,
         "slot defect 5 (sweep-restarts-unrecorded): both tries of a final write failed "
         "(StatusNotRecorded); the sweep restarted it",
