@@ -187,6 +187,29 @@ def log_lines(function_name: str) -> list[str]:
     return lines
 
 
+def metric_points(
+    component: str, pattern: str, metric: str, statistic: str, minutes: int, period: int = 60
+) -> list[float]:
+    """A handler metric's `statistic` per `period` over the last `minutes` (namespace
+    ExactlyOnce, dimensions Component and Pattern: handlers/metrics.py)."""
+    import datetime as dt
+
+    now = dt.datetime.now(dt.UTC)
+    answer = client("cloudwatch").get_metric_statistics(
+        Namespace="ExactlyOnce",
+        MetricName=metric,
+        Dimensions=[
+            {"Name": "Component", "Value": component},
+            {"Name": "Pattern", "Value": pattern},
+        ],
+        StartTime=now - dt.timedelta(minutes=minutes),
+        EndTime=now + dt.timedelta(minutes=1),
+        Period=period,
+        Statistics=[statistic],
+    )
+    return [float(point[statistic]) for point in answer["Datapoints"]]
+
+
 def new_tag() -> str:
     """A short unique id for one test's objects; short enough to survive in execution names."""
     return uuid.uuid4().hex[:12]

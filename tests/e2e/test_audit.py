@@ -9,7 +9,6 @@ are judged by `--since` and `--grace-minutes` in a window only they occupy."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import random
 import time
@@ -23,7 +22,7 @@ from exactly_once.handlers.checkpoints import EMPTY
 from exactly_once.handlers.scheduler_index import Status, lane, message_key
 from exactly_once.ops.__main__ import FOUND
 from exactly_once.ops.__main__ import main as ops
-from tooling.clients import ENDPOINT, client, eventually, new_tag
+from tooling.clients import ENDPOINT, client, eventually, metric_points, new_tag
 
 CSV = b"id,name,amount\n1,alpha,2.5\n"
 ALARM_TIMEOUT = 360  # one minute's grace, a run a minute, an alarm evaluated each minute
@@ -67,20 +66,7 @@ def found(report: dict[str, Any]) -> dict[str, str]:
 
 
 def metric(component: str, name: str) -> float:
-    now = dt.datetime.now(dt.UTC)
-    answer = client("cloudwatch").get_metric_statistics(
-        Namespace="ExactlyOnce",
-        MetricName=name,
-        Dimensions=[
-            {"Name": "Component", "Value": component},
-            {"Name": "Pattern", "Value": "audit"},
-        ],
-        StartTime=now - dt.timedelta(minutes=5),
-        EndTime=now + dt.timedelta(minutes=1),
-        Period=60,
-        Statistics=["Maximum"],
-    )
-    return max((point["Maximum"] for point in answer["Datapoints"]), default=0.0)
+    return max(metric_points(component, "audit", name, "Maximum", 5), default=0.0)
 
 
 def alarm(outputs: dict[str, Any], finding: str) -> str:

@@ -7,7 +7,6 @@ and a second redrive produces nothing; the handlers' embedded metrics reach Clou
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 from typing import Any
@@ -17,7 +16,15 @@ import pytest
 from exactly_once.handlers.scheduler_index import Status, lane, message_key
 from exactly_once.ops.__main__ import main as ops
 from tooling import events
-from tooling.clients import ENDPOINT, client, eventually, executions, fault, new_tag
+from tooling.clients import (
+    ENDPOINT,
+    client,
+    eventually,
+    executions,
+    fault,
+    metric_points,
+    new_tag,
+)
 
 COMPONENTS = ("nameDedup", "apiStarter", "scheduler", "resumable", "resumableDurable")
 AUDIT = ("Lost", "Doubled", "Pending")  # levels each audit run writes (docs/operations.md)
@@ -180,22 +187,9 @@ def test_the_handlers_metrics_reach_cloudwatch(stack: dict[str, Any]) -> None:
     """The embedded-metric lines of the starter (localstack/host_executor: lambda_logs.py
     makes them metrics, as CloudWatch Logs does) under the documented names."""
     component = "name-dedup"  # the component's name in __main__.py
-    now = dt.datetime.now(dt.UTC)
 
     def total(metric: str) -> float:
-        answer = client("cloudwatch").get_metric_statistics(
-            Namespace="ExactlyOnce",
-            MetricName=metric,
-            Dimensions=[
-                {"Name": "Component", "Value": component},
-                {"Name": "Pattern", "Value": "name-dedup"},
-            ],
-            StartTime=now - dt.timedelta(hours=1),
-            EndTime=now + dt.timedelta(minutes=1),
-            Period=3600,
-            Statistics=["Sum"],
-        )
-        return sum(point["Sum"] for point in answer["Datapoints"])
+        return sum(metric_points(component, "name-dedup", metric, "Sum", 60, period=3600))
 
     assert eventually(lambda: total("Started")) >= 1
     assert eventually(lambda: total("DuplicateSuppressed")) >= 1

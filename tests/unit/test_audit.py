@@ -39,12 +39,7 @@ def buckets() -> Any:
     for bucket in ("inputs", "outputs"):
         s3.create_bucket(Bucket=bucket)
     s3.put_bucket_versioning(Bucket="inputs", VersioningConfiguration={"Status": "Enabled"})
-    runtime.client("dynamodb").create_table(
-        TableName="control",
-        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    key_table("control", key="id")
     return s3
 
 
@@ -134,17 +129,21 @@ def test_listings_are_paged_and_findings_bounded(
     assert report.counts["lost"] == 12 and len(report.findings) == 5
 
 
-@pytest.fixture
-def messages() -> Any:
+def key_table(name: str, key: str = "pk") -> Any:
     ddb = runtime.client("dynamodb")
-    ddb.create_table(TableName="messages", **table_schema())
     ddb.create_table(
-        TableName="received",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+        TableName=name,
+        KeySchema=[{"AttributeName": key, "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": key, "AttributeType": "S"}],
         BillingMode="PAY_PER_REQUEST",
     )
     return ddb
+
+
+@pytest.fixture
+def messages() -> Any:
+    runtime.client("dynamodb").create_table(TableName="messages", **table_schema())
+    return key_table("received")
 
 
 def message(ddb: Any, message_id: str, status: Status, publish_at: float) -> None:
@@ -250,14 +249,7 @@ def test_a_version_older_than_its_failed_record_is_kept_is_not_called_lost(bucke
 
 @pytest.fixture
 def checkpoints() -> Any:
-    ddb = runtime.client("dynamodb")
-    ddb.create_table(
-        TableName="checkpoints",
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    return ddb
+    return key_table("checkpoints")
 
 
 def checkpoint(ddb: Any, key: str, steps: dict[str, bool], **attributes: Any) -> None:
