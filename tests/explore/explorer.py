@@ -95,8 +95,21 @@ def explore(
     index, parts = part
     planned = singles[index::parts] + planned[len(singles) :][index::parts]
     singles = singles[index::parts]
-    stale_after: list[tuple[Fault, ...]] = []  # grown from the singles' runs
+    # Grown from the singles' runs, each with the number of the run it grew from: a
+    # family names calls of that run (its retry, its later reads), and a schedule's number
+    # steers its calls (its names, so its lanes; its budget, its channel), so each runs at
+    # its parent's number, in a world of its own (the parent's work holds those names).
+    families: list[tuple[tuple[Fault, ...], int]] = []
     numbered = itertools.count(1)
+
+    def progressed() -> None:
+        if progress:
+            print(
+                f"  {scenario.name}: {report.schedules} schedules, "
+                f"{len(report.violations)} violations",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def run(schedules: list[tuple[Fault, ...]], learn: bool) -> None:
         for start in range(0, len(schedules), BATCH):
@@ -104,23 +117,24 @@ def explore(
                 return
             with _world(scenario) as clients:
                 for faults in schedules[start : start + BATCH]:
-                    calls = _one(scenario, report, clients, next(numbered), faults, seed)
+                    number = next(numbered)
+                    calls = _one(scenario, report, clients, number, faults, seed)
                     if learn:
-                        stale_after.extend(stale_reads_after(faults, calls))
-                        stale_after.extend(outages_after(faults, calls))
-                        stale_after.extend(scenario.after_single(faults, calls))
+                        grown = stale_reads_after(faults, calls) + outages_after(faults, calls)
+                        grown += scenario.after_single(faults, calls)
+                        families.extend((family, number) for family in grown)
                     if stop_at_first and report.violations:
                         return
-            if progress:
-                print(
-                    f"  {scenario.name}: {report.schedules} schedules, "
-                    f"{len(report.violations)} violations",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            progressed()
 
     run(singles, learn=only is None)
-    run(stale_after + planned[len(singles) :], learn=False)
+    for faults, number in families:
+        if stop_at_first and report.violations:
+            break
+        with _world(scenario) as clients:
+            _one(scenario, report, clients, number, faults, seed)
+    progressed()
+    run(planned[len(singles) :], learn=False)
     report.seconds = time.monotonic() - started
     return report
 
