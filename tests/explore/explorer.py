@@ -269,11 +269,11 @@ def _lighter_calls() -> Iterator[None]:
 def _deterministic(clock: Clock, seed: str) -> Iterator[None]:
     """botocore's retry back-off sleeps by the schedule's clock; handlers' thread pools
     run inline; the jitter they draw from the `random` module (the slot's back-offs,
-    botocore's retries) is drawn from `seed`, so a schedule replays alike in any process
-    (it was the interpreter's, seeded afresh each run: a kept replay found its defect in
-    one run and not in the next). The exploration's seed, not the schedule's number: a
-    family grown from a single fault's run (`outages_after`: its retry's call) runs at
-    another number, and must meet the same calls."""
+    botocore's retries) is drawn from `seed`, the schedule's own (the exploration's seed
+    and its number: each schedule its own jitter, a family its parent's, as it runs at its
+    parent's number), so a schedule replays alike in any process (it was the
+    interpreter's, seeded afresh each run: a kept replay found its defect in one run and
+    not in the next)."""
     import botocore.endpoint
 
     from tests.explore.scenarios.base import clocked
@@ -318,7 +318,7 @@ def _one(
     for client in clients:
         injector.attach(client)
     try:
-        with _deterministic(clock, str(seed)), scenario.patched(world):
+        with _deterministic(clock, f"{seed}:{number}"), scenario.patched(world):
             verdict = processes.run(lambda: scenario.run(world))
             found = verdict()  # once every process, late ones too, has ended
     except (Exception, SandboxDied) as exc:  # (a crash escaping the source's model)

@@ -142,16 +142,19 @@ class Lambdas:
 
     def unwaited(self, function: Function, event: Any, request_id: str) -> None:
         """The handler, once, as an invocation nobody waits for (its caller's read timed
-        out): run in the background, its end recorded as a waited one's is (a death or a
-        timeout too, though no caller sees it)."""
+        out): run in the background, its end recorded as a waited one's is (its death, its
+        error; past its deadline TIMED_OUT, where a waited one refused a call is DIED), its
+        span from its first turn (it runs only once nothing else is ready: queued earlier,
+        it overlapped nothing). One that made no call is not recorded: it ran not at all,
+        as far as anyone can tell (it held nothing, excuses nothing)."""
         self.started[function.arn] += 1
         self.request_ids[request_id] += 1
         context = Context(request_id, self.clock, function.timeout)
         name = self._name(function, request_id)
         deadline = self.clock.now + function.timeout
-        start = len(self.injector.calls)
 
         def body() -> Any:
+            start = len(self.injector.calls)
             failure = None
             try:
                 result = function.handler(event, context)
@@ -161,6 +164,8 @@ class Lambdas:
                 failure = Failure(type(exc).__name__, str(exc))
             if self.clock.now > deadline:  # it ran out of time (its next call found it dead)
                 failure = Failure(TIMED_OUT, f"Task timed out after {function.timeout:.2f} seconds")
+            if len(self.injector.calls) == start:
+                return None
             self.spans[name] = (start, len(self.injector.calls))
             if failure is None:
                 self.ended[name] = "ok"
