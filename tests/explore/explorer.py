@@ -14,6 +14,7 @@ The test tier runs a bounded count per scenario. A schedule replays exactly from
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import contextlib
 import dataclasses
@@ -98,7 +99,7 @@ def explore(
     # Grown from the singles' runs, each with the number of the run it grew from: a
     # family names calls of that run (its retry, its later reads), and a schedule's number
     # steers its calls (its names, so its lanes; its budget, its channel), so each runs at
-    # its parent's number, in a world of its own (the parent's work holds those names).
+    # its parent's number, in a world without its parent (whose work holds those names).
     families: list[tuple[tuple[Fault, ...], int]] = []
     numbered = itertools.count(1)
 
@@ -128,11 +129,23 @@ def explore(
             progressed()
 
     run(singles, learn=only is None)
+    # Worlds shared by families of different parents (one family per number in a world:
+    # its parent's names are then its own), as few worlds as the most families of one run.
+    rounds: list[list[tuple[tuple[Fault, ...], int]]] = []
+    placed: collections.Counter[int] = collections.Counter()
     for faults, number in families:
+        if placed[number] == len(rounds):
+            rounds.append([])
+        rounds[placed[number]].append((faults, number))
+        placed[number] += 1
+    for batch in (r[i : i + BATCH] for r in rounds for i in range(0, len(r), BATCH)):
         if stop_at_first and report.violations:
             break
         with _world(scenario) as clients:
-            _one(scenario, report, clients, number, faults, seed)
+            for faults, number in batch:
+                _one(scenario, report, clients, number, faults, seed)
+                if stop_at_first and report.violations:
+                    break
     progressed()
     run(planned[len(singles) :], learn=False)
     report.seconds = time.monotonic() - started
