@@ -6,6 +6,7 @@ EXPLORE_STOP_AT_FIRST=1 (the mutation tier) a scenario stops at its first violat
 from __future__ import annotations
 
 import os
+import random
 import re
 from typing import Any
 
@@ -430,3 +431,19 @@ def test_a_schedule_that_once_found_a_defect_finds_none(
     scenario: Any, faults: str, number: int, defect: str
 ) -> None:
     assert explorer.replay(scenario(), Fault.parse(faults), number=number) == [], defect
+
+
+def test_a_schedule_replays_alike_whatever_the_interpreters_random_state() -> None:
+    """The handlers' jitter (the slot's back-offs, botocore's retries) is the schedule's
+    own: a kept replay meets the same calls in any process (it once found its defect in
+    one run and not in the next, the interpreter's `random` seeded afresh each run)."""
+    scenario = scenarios.SchedulerScenario(slots=True, messages=2)
+    faults = Fault.parse("fail@15,fail@18")  # (a final write and its retry: back-offs)
+    runs = []
+    for state in (1, 2):
+        random.seed(state)
+        with explorer._world(scenario) as clients:
+            report = explorer.Report(scenario.name)
+            calls = explorer._one(scenario, report, clients, 786, faults, 7)
+        runs.append([(c.index, c.process, c.operation, c.kind) for c in calls])
+    assert runs[0] == runs[1]
