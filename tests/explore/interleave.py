@@ -112,8 +112,15 @@ class Interleaver:
             self._dispatch()
             while any(p.state is not State.DONE for p in self._all):
                 self._cv.wait(timeout=60)
-                if self.current is None and any(p.state is not State.DONE for p in self._all):
+                waiting = [p for p in self._all if p.state is not State.DONE]
+                if self.current is None and waiting:
                     raise Deadlock(f"no process can run: {self._all}")
+                # (the baton held by a process whose thread is gone: nothing would ever
+                # wake this one; a hang of the explorer's own, said rather than waited out)
+                holder = self.current
+                thread = holder.thread if holder is not None else None
+                if thread is not None and not thread.is_alive() and waiting:
+                    raise Deadlock(f"{holder} holds the baton, its thread gone: {waiting}")
         for process in self._all:
             if process.thread is not None:
                 process.thread.join()
