@@ -79,16 +79,6 @@ class Report:
         self.audited += 1
         return True
 
-    def merge(self, other: Report) -> None:
-        """Another report's judgements into this one (a part judged in its own window)."""
-        self.audited += other.audited
-        for kind, n in other.counts.items():
-            self.counts[kind] += n
-        self.findings += other.findings[: MAX_LISTED - len(self.findings)]
-        for why, n in other.accounted.items():
-            self.accounted[why] = self.accounted.get(why, 0) + n
-        self.limits += other.limits
-
     def account(self, why: str) -> None:
         self.accounted[why] = self.accounted.get(why, 0) + 1
 
@@ -380,19 +370,21 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
             f"DONE messages published before {_iso(kept)} not checked against receipts: "
             f"the receivers keep them {outputs['receiptDays']} days"
         )
-    window = Report(
-        report.component, max(report.since or kept, kept), report.until, report.deadline
-    )
     resent = set(outputs["redeliver"] or ())
-    _received(ddb, table, receipts, resent, window)
-    report.merge(window)
+    _received(ddb, table, receipts, resent, report, max(report.since or kept, kept))
 
 
 def _received(
-    ddb: Any, table: str, receipts: dict[str, str], resent: set[str], report: Report
+    ddb: Any,
+    table: str,
+    receipts: dict[str, str],
+    resent: set[str],
+    report: Report,
+    since: float,
 ) -> None:
-    """Each DONE message of the window against its receiver's record of it (a channel
-    without receipts: its target's answer is all there is). A scan of the messages
+    """Each DONE message published from `since` (its receipt still kept) to the grace,
+    against its receiver's record of it (a channel without receipts: its target's answer
+    is all there is). A scan of the messages
     table: ended messages leave the status index, and the table keeps them (no TTL), so
     each run reads all of them (docs/cost.md)."""
     from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status
@@ -400,7 +392,7 @@ def _received(
     values: dict[str, Any] = {
         ":done": {"S": str(Status.DONE)},
         ":until": {"N": f"{report.until}"},
-        ":since": {"N": f"{report.since}"},
+        ":since": {"N": f"{since}"},
     }
     pages = ddb.get_paginator("scan").paginate(
         TableName=table,
