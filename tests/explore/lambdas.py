@@ -128,17 +128,20 @@ class Lambdas:
         )
         self.spans[name] = (start, float("inf") if kind == DETACHED else len(self.injector.calls))
         if kind == DETACHED:
-            failure = Failure(TIMED_OUT, f"Task timed out after {function.timeout:.2f} seconds")
-        elif kind == "error" and isinstance(value, SandboxDied):
-            failure = Failure(DIED, "the sandbox died")
+            failure = timed_out(function)
         elif kind == "error":
-            failure = Failure(type(value).__name__, str(value))
+            failure = failure_of(value)
         else:
-            self.ended[name] = "ok"
+            self._end(name, None)
             return value
-        self.ended[name] = failure.error_type
-        self.failures[name] = failure
+        self._end(name, failure)
         return failure
+
+    def _end(self, name: str, failure: Failure | None) -> None:
+        """How invocation `name` ended: "ok", or its failure's error type (and the failure)."""
+        self.ended[name] = "ok" if failure is None else failure.error_type
+        if failure is not None:
+            self.failures[name] = failure
 
     def unwaited(self, function: Function, event: Any, request_id: str) -> None:
         """The handler, once, as an invocation nobody waits for (its caller's read timed
@@ -155,24 +158,18 @@ class Lambdas:
 
         def body() -> Any:
             start = len(self.injector.calls)
-            failure = None
+            failure = result = None
             try:
                 result = function.handler(event, context)
-            except SandboxDied:
-                failure = Failure(DIED, "the sandbox died")
-            except Exception as exc:  # (the function's own error: its end, recorded)
-                failure = Failure(type(exc).__name__, str(exc))
+            except (SandboxDied, Exception) as exc:  # (its death, or its own error: its end)
+                failure = failure_of(exc)
             if self.clock.now > deadline:  # it ran out of time (its next call found it dead)
-                failure = Failure(TIMED_OUT, f"Task timed out after {function.timeout:.2f} seconds")
+                failure = timed_out(function)
             if len(self.injector.calls) == start:
                 return None
             self.spans[name] = (start, len(self.injector.calls))
-            if failure is None:
-                self.ended[name] = "ok"
-                return result
-            self.ended[name] = failure.error_type
-            self.failures[name] = failure
-            return None
+            self._end(name, failure)
+            return result if failure is None else None
 
         self.injector.processes.background(name, body, deadline=deadline)
 
@@ -263,3 +260,14 @@ class Lambdas:
                 return "ok", result
             last = result
         return "dlq", last
+
+
+def timed_out(function: Function) -> Failure:
+    return Failure(TIMED_OUT, f"Task timed out after {function.timeout:.2f} seconds")
+
+
+def failure_of(exc: BaseException) -> Failure:
+    """An invocation's end by `exc`: its sandbox's death, or the function's own error."""
+    if isinstance(exc, SandboxDied):
+        return Failure(DIED, "the sandbox died")
+    return Failure(type(exc).__name__, str(exc))
