@@ -245,7 +245,7 @@ class Interleaver:
         no one waits for it."""
         me = self._require()
         waiter = target.waited_by
-        if not target.invocation or waiter is None:
+        if not target.invocation or waiter is None or target.state is State.DONE:
             return False
         with self._cv:
             target.waited_by = None
@@ -304,7 +304,9 @@ class Interleaver:
             for joiner in joiners:
                 joiner.state = State.READY
                 (self._background if joiner.background else self._ready).insert(0, joiner)
-            waiter = process.waited_by
+            # (nobody waits for an ended process any more: a later `time_out` of it, an
+            # orphan's caller that ended first, say, must not wake its one-time waiter)
+            waiter, process.waited_by = process.waited_by, None
             if waiter is not None:
                 waiter.child_outcome = process.outcome
                 waiter.state = State.READY

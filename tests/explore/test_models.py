@@ -232,6 +232,31 @@ def test_an_orphaned_invocation_runs_on_to_its_own_end_after_its_caller_timed_ou
     assert depth(world, url) == 3
 
 
+def test_an_invocation_that_ended_cannot_time_out_and_wake_its_old_waiter() -> None:
+    # GIVEN a root that called an invocation (it answered) and then sleeps, while a
+    # process the invocation left in the background tries to time it out (an orphan fault
+    # whose caller had ended: the 100,000-schedule run hung so, at 30ca9fc)
+    clock = Clock()
+    processes = Interleaver(clock)
+    seen: list[Any] = []
+
+    def invocation() -> str:
+        me = processes.me()
+        processes.background("leftover", lambda: seen.append(processes.time_out(me)))
+        return "answered"
+
+    def root() -> float:
+        seen.append(processes.call("child", invocation))
+        before = clock.now
+        processes.sleep(30)
+        return clock.now - before
+
+    # WHEN it runs; THEN the ended invocation does not time out, and the root sleeps its
+    # full 30 s instead of being woken (and dispatched twice) at the leftover's turn
+    assert processes.run(root) == 30
+    assert seen == [("ok", "answered"), False]
+
+
 def test_an_asynchronous_event_is_tried_three_times_with_its_request_id_and_then_kept() -> None:
     world = World()
     seen: list[tuple[str, float]] = []
