@@ -44,11 +44,13 @@ class Counts:
     read_units_per_execution: float
 
 
-# The claim moves a message between two lanes of the status index: the table's write and
-# the index's delete and put (DynamoDB developer guide, "Provisioned throughput
-# considerations for global secondary indexes"); the final write removes it from the index:
-# the table's write and the index's delete.
-CLAIM_UNITS, FINAL_UNITS = 3, 2
+# The claim leaves the message in its lane of the status index (a FIRING message is listed
+# in its STANDBY lane: scheduler_index), so it writes the table alone; the final write
+# removes it from the index: the table's write and the index's delete (DynamoDB developer
+# guide, "Provisioned throughput considerations for global secondary indexes": an update
+# that changes no key or projected attribute of an index writes nothing to it; one that
+# removes its key, a delete).
+CLAIM_UNITS, FINAL_UNITS = 1, 2
 SLOT = Counts(
     transitions_per_execution=2,  # Wait, Fire
     executions_per_message=0,  # set per density: 1 / messages in the slot
@@ -173,7 +175,9 @@ def cost_table() -> dict[str, dict[str, float]]:
 # Lambda's START/END/REPORT) about 1 KB. The schedule's event is counted at EventBridge's
 # custom-event price, $1.00 per million (an upper bound: its pricing page prices custom,
 # partner and opt-in events).
-SWEEP_QUERIES = 3 * scheduler_index.LANES
+SWEEP_QUERIES = sum(
+    len(scheduler_index.lanes(status)) for status in ("RESERVED", "STANDBY", "FIRING")
+)
 SWEEP_SECONDS = 0.5
 SWEEP_MEMORY_GB = SWEEP_MEMORY_MB / 1024
 SWEEP_LOG_BYTES = 1024
@@ -241,22 +245,16 @@ class Quotas:
     transition_refill: float = 1500
     lambda_concurrency: int = 1000  # concurrent executions, shared by every function
     lambda_scaling: int = 1000  # new environments per function per 10 s
-    partition_writes: float = 1000  # write units per second per partition (table or index)
-    status_partitions: int = 1  # the status index's partitions one status value spans
-    # a new on-demand table's warm write throughput, and its index's, units per second
-    # ("Pre-warming a table for on-demand capacity mode"; more once it served more, or
-    # pre-warmed: a table setting, no account quota)
+    # a new on-demand table's warm write throughput, units per second ("Pre-warming a
+    # table for on-demand capacity mode"; more once it served more, or pre-warmed: a table
+    # setting, no account quota)
     table_writes: float = 4000
-    index_writes: float = 4000
 
     def claims_per_second(self) -> float:
-        """A claim writes the table (1 unit) and moves the message between two lanes of the
-        index (2 units: one on each lane's partition)."""
-        return min(
-            self.table_writes,
-            self.index_writes / 2,
-            self.status_partitions * self.partition_writes,
-        )
+        """A claim writes the table alone (1 unit; the index is written when the message
+        leaves it, after its delivery: not in the claims' way), over the table's
+        partitions."""
+        return self.table_writes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -409,19 +407,11 @@ def quantile(values: list[float], q: float) -> float:
 
 def burst_table(n: int = 10_000) -> dict[str, dict[str, float]]:
     """p50, p99 and max lateness, seconds, of a burst of `n`, per path and index layout."""
-    lanes = scheduler_index.LANES
-    warm = Quotas(status_partitions=lanes, table_writes=12_000, index_writes=24_000)
+    warm = Quotas(table_writes=12_000)
     rows = {
-        f"slot clock, index in {lanes} lanes, table warm for the burst": slot_burst(n, warm),
-        f"slot clock, index in {lanes} lanes, new on-demand table": slot_burst(
-            n, Quotas(status_partitions=lanes)
-        ),
-        "slot clock, index by status, table warm for the burst": slot_burst(
-            n, dataclasses.replace(warm, status_partitions=1)
-        ),
-        f"one execution per message, index in {lanes} lanes, table warm": per_message_burst(
-            n, warm
-        ),
+        "slot clock, table warm for the burst": slot_burst(n, warm),
+        "slot clock, new on-demand table": slot_burst(n, Quotas()),
+        "one execution per message, table warm": per_message_burst(n, warm),
     }
     return {
         name: {"p50": quantile(v, 0.5), "p99": quantile(v, 0.99), "max": v[-1]}

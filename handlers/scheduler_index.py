@@ -13,6 +13,13 @@ workloads evenly"). So each message lives in one of `LANES` lanes, chosen by its
 the index is keyed by `lane` = "<status>#<lane>": a burst spreads over `LANES` partitions.
 A message leaves the index when it ends (DONE, FAILED, UNKNOWN, CANCELLED: `lane` removed), as
 nothing reads ended messages by status. Reading one status is one Query per lane.
+
+A FIRING message stays in its STANDBY lane: the claim (and its release) changes no key of
+the index, and the index (keys only) is not written at all, where a move between two
+lanes is a delete and a put, two write units more per message (DynamoDB developer guide,
+"Provisioned throughput considerations for global secondary indexes"). A reader of the
+STANDBY lanes meets FIRING messages there, and tells them apart by their item (a claim
+refused, or the status read).
 """
 
 from __future__ import annotations
@@ -54,13 +61,23 @@ def lane_of(message_id: str) -> int:
     return zlib.crc32(message_id.encode()) % LANES
 
 
+# The status whose lanes a status shares (FIRING: STANDBY's, above).
+_LISTED_AS = {Status.FIRING: Status.STANDBY}
+# A message claimed by an earlier release (0.4 and before) was moved to a FIRING lane of
+# its own; one claimed so and not yet ended is still there, and is read there too.
+_EARLIER_LANES = {Status.FIRING: (Status.FIRING,)}
+
+
 def lane(status: str, message_id: str) -> str:
-    return f"{status}#{lane_of(message_id):02d}"
+    """The lane a message of `status` is written to."""
+    return f"{_LISTED_AS.get(Status(status), status)}#{lane_of(message_id):02d}"
 
 
 def lanes(status: str, first: int = 0, step: int = 1) -> list[str]:
-    """The status's lanes (lanes first, first + step, ...: one share of them)."""
-    return [f"{status}#{n:02d}" for n in range(first, LANES, step)]
+    """Where messages of `status` are listed (lanes first, first + step, ...: one share of
+    them): FIRING ones in the STANDBY lanes, and in their own of an earlier release."""
+    listed = (_LISTED_AS.get(Status(status), status), *_EARLIER_LANES.get(Status(status), ()))
+    return [f"{name}#{n:02d}" for name in listed for n in range(first, LANES, step)]
 
 
 def due(

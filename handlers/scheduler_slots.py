@@ -208,7 +208,8 @@ def members(
 ) -> list[str]:
     """Ids of the slot's messages in `statuses`, in this shard's lanes (shard i of n takes
     lanes i, i + n, ...), by publish time. One Query per lane, side by side."""
-    wanted = [status_lane for status in statuses for status_lane in lanes(status, shard, of)]
+    # (each lane once: FIRING messages are listed in the STANDBY lanes)
+    wanted = list(dict.fromkeys(lane for status in statuses for lane in lanes(status, shard, of)))
     ddb = _client("dynamodb")
 
     def read(status_lane: str) -> list[tuple[str, float]]:
@@ -217,9 +218,10 @@ def members(
 
     with concurrent.futures.ThreadPoolExecutor(min(len(wanted), THREADS)) as pool:
         found = [found for lane_found in pool.map(read, wanted) for found in lane_found]
-    # Once each: an index read is eventually consistent, and an item moving from STANDBY
-    # to FIRING may be listed in both lanes for a moment (DynamoDB developer guide,
-    # "Read consistency for global secondary indexes").
+    # Once each: an index read is eventually consistent, and an item moving between two
+    # lanes (RESERVED to STANDBY, an earlier release's FIRING to STANDBY) may be listed in
+    # both for a moment (DynamoDB developer guide, "Read consistency for global secondary
+    # indexes").
     ordered = (message_id for message_id, _ in sorted(found, key=lambda f: f[1]))
     return list(dict.fromkeys(ordered))
 

@@ -5,6 +5,7 @@ status in every one of them (scheduler_index: an ended message leaves the index)
     create            -> RESERVED | STANDBY       (API: a new key only)
     move              RESERVED -> STANDBY, RESERVED | STANDBY -> CANCELLED (unsent)
     claim             STANDBY | FIRING (own, or its lease ended) -> FIRING, a send counted
+                      (in its STANDBY lane: the index unwritten)
     count_send        FIRING (own) -> FIRING, one more send, within the budget
     renew             FIRING (own) -> FIRING, its lease moved on
     finish            FIRING (own) -> DONE | FAILED | UNKNOWN
@@ -115,7 +116,9 @@ def claim(
             TableName=table,
             Key=message_key(message_id),
             UpdateExpression=(
-                "SET #s = :firing, claimed_by = :me, lease = :lease, lane = :lane, "
+                # (no `lane`: a FIRING message stays in its STANDBY lane, the index
+                # unwritten; scheduler_index)
+                "SET #s = :firing, claimed_by = :me, lease = :lease, "
                 "first_sent = if_not_exists(first_sent, :now) ADD sends :token"
             ),
             ConditionExpression=(
@@ -129,7 +132,6 @@ def claim(
                 ":me": {"S": me},
                 ":lease": {"N": f"{lease:.3f}"},
                 ":expired": {"N": f"{expired:.3f}"},
-                ":lane": {"S": lane(Status.FIRING, message_id)},
                 ":now": {"N": f"{now:.3f}"},
                 ":token": {"SS": [first_send]},
             },
@@ -223,7 +225,8 @@ def finish(
 
 def release(ddb: Any, table: str, message_id: str, me: str, token: str | None = None) -> bool:
     """FIRING -> STANDBY, `me`'s claim given back (`token`, the count of a send never made,
-    dropped): False if it was not `me`'s."""
+    dropped): False if it was not `me`'s. (Its lane is written for a message claimed by an
+    earlier release, in a FIRING lane of its own: scheduler_index.)"""
     return (
         _conditional(
             ddb.update_item,

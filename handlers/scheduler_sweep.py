@@ -13,7 +13,7 @@ import dataclasses
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Container, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -138,6 +138,9 @@ def sweep(
     reserved = run.each(Status.RESERVED, horizon, move)
     moved_ids = {message_id for message_id, (moved, _) in reserved if moved}
     restarts: set[int] = set()  # slots to restart (`_firing`; added to from the threads)
+    # overdue messages read here STANDBY: the FIRING pass, reading the same lanes
+    # (scheduler_index), leaves them be
+    standby_read: set[str] = set()
     joiners: dict[int, list[tuple[str, float]]] = {}  # second -> its messages that may join
 
     def start_standby(message_id: str, publish_at: float) -> tuple[bool, bool]:
@@ -149,6 +152,12 @@ def sweep(
             # (a stale entry of a message since claimed starts what a stale stream record
             # would: a duplicate, or a slot of one whose claim finds it taken). One that
             # may join its second's slot waits for `_start_slots`: a slot started once.
+            # One due about now may be FIRING, listed in its STANDBY lane (scheduler_index):
+            # read first, so that a claimed message starts no slot of one to find it taken.
+            if publish_at <= now + slots.LEAD_SECONDS + slots.LEASE_SKEW_SECONDS:
+                image = read_item(config, message_id)
+                if not image or image["status"]["S"] != Status.STANDBY:
+                    return False, False
             slot = slots.slot_of(publish_at)
             if config.join_slots and time.time() < slots.join_by(slot):
                 with _COUNT:
@@ -159,6 +168,8 @@ def sweep(
         image = read_item(config, message_id)
         if not image or image["status"]["S"] != Status.STANDBY:
             return False, False
+        with _COUNT:  # (from the lanes' threads)
+            standby_read.add(message_id)
         overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
         # STANDBY: never claimed, or given back by a claimant (its sends counted: the
         # next claim decides whether they may be followed): a FAILED, TIMED_OUT or
@@ -176,7 +187,7 @@ def sweep(
 
     standby = run.each(Status.STANDBY, horizon, start_standby)
     joined = _start_slots(config, run, joiners, context)
-    restarted_slots, stuck = _firing(config, now, context, restarts, run)
+    restarted_slots, stuck = _firing(config, now, context, restarts, run, standby_read)
     result = {
         "read": len(reserved),
         "moved": len(moved_ids),
@@ -240,7 +251,12 @@ def _due(config: SchedulerSettings, status: Status, horizon: float) -> Iterator[
 
 
 def _firing(
-    config: SchedulerSettings, now: float, context: Any, restarts: set[int], run: _Pass
+    config: SchedulerSettings,
+    now: float,
+    context: Any,
+    restarts: set[int],
+    run: _Pass,
+    standby: Container[str],
 ) -> tuple[int, int]:
     """FIRING messages past their time: (slot restarts started, overdue). A slot's claim
     whose lease ended (its claimant stopped renewing it: it died) is taken up by
@@ -251,12 +267,15 @@ def _firing(
     claimant: it delivered the message and could not write so (a restart would deliver it
     again): that one is marked `unrecorded` and stays overdue, for the alarm. One with no
     lease (claimed by 0.4's waiting machine) is counted once it has been FIRING too long.
-    `restarts`: slots to restart besides."""
+    `restarts`: slots to restart besides; `standby`: messages this run read STANDBY (listed
+    in the same lanes as FIRING ones: not read again)."""
     restarted = overdue = 0
     ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
 
     def consider(message_id: str) -> int:
         """1 if the message is overdue; its slot added to `restarts` if it is to restart."""
+        if message_id in standby:
+            return 0
         image = read_item(config, message_id)
         if image is None or image["status"]["S"] != Status.FIRING:
             return 0

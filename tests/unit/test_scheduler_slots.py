@@ -293,8 +293,9 @@ def test_a_claim_is_held_by_its_lease_and_taken_over_by_a_retry_once_it_ended(
     # WHEN the lease has ended (the claimant is dead: Lambda stopped it at its timeout)
     real = time.time
     monkeypatch.setattr(scheduler_slots.time, "time", lambda: real() + 601)
-    # THEN a retry takes it over and delivers it, once; a fresh clock never reads FIRING
-    assert scheduler_slots.fire(config.table, slot, "execution-3#0") == {"skipped": 0}
+    # THEN a fresh clock (listing it in its STANDBY lane: scheduler_index) takes nothing
+    # still within the lease's skew; a retry takes it over and delivers it, once
+    assert scheduler_slots.fire(config.table, slot, "execution-3#0") == {"skipped": 1}
     assert scheduler_slots.fire(config.table, slot, retry, retried=True) == {
         "skipped": 0,
         "DONE": 1,
@@ -636,10 +637,16 @@ def test_the_cost_model_counts_what_a_slot_does(
     assert calls.count("Query") * 0.5 == scheduler_model.SLOT.read_units_per_execution
     assert calls.count("Query") == 2 * scheduler_index.LANES
     assert len(calls) == calls.count("UpdateItem") + calls.count("Query")
-    # the claim moves a message between lanes, the final write removes it from the index
+    # the claim leaves a message in its lane (the index unwritten: the table's unit alone),
+    # the final write removes it from the index (the table's unit and the index's delete)
     done = scheduler.read_item(config, ids[0])
-    assert done is not None and "lane" not in done
-    assert scheduler_model.SLOT.write_units_per_message == 3 + 2
+    assert done is not None and done["status"]["S"] == "DONE" and "lane" not in done
+    _, [waiting] = due_slot(config, [0.0])
+    lane = scheduler.read_item(config, waiting)["lane"]  # type: ignore[index]
+    claimed = scheduler_slots.claim(config.table, waiting, "execution-2", time.time() + 60)
+    assert claimed.item is not None and claimed.item["status"]["S"] == "FIRING"
+    assert claimed.item["lane"] == lane
+    assert scheduler_model.SLOT.write_units_per_message == 1 + 2
     # two transitions a slot: its machine's states, one after the other
     states = slot_definition("arn:aws:lambda:us-east-1:1:function:slots")["States"]
     assert len(states) == scheduler_model.SLOT.transitions_per_execution
