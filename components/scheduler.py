@@ -53,6 +53,7 @@ from exactly_once.handlers.scheduler import (
 )
 from exactly_once.handlers.scheduler_index import LANE
 from exactly_once.handlers.scheduler_slots import SlotSettings
+from exactly_once.handlers.scheduler_store import TTL_ATTRIBUTE
 from exactly_once.handlers.settings import encode
 from exactly_once.handlers.targets import TargetKind, kind_of, machine_of
 
@@ -214,6 +215,12 @@ class SchedulerArgs:
     slowed by a cold start or a burst loses nothing); older ones get 400."""
     stage_name: Defaulted[str] = "v1"
     """The API's stage."""
+    retention_days: Defaulted[int] = 7
+    """How long an ended message's record is kept past its end (GET answers it, a replayed
+    registration under its Idempotency-Key finds it, the audit reads it): then DynamoDB's
+    TTL removes it, free (usually within a few days of its expiry). 0 keeps every record
+    for ever (the table, and its point-in-time recovery, then grow with every message:
+    docs/cost.md)."""
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
@@ -244,6 +251,8 @@ class SchedulerArgs:
             raise ValueError(
                 f"late_tolerance_seconds must be 0 or more, not {self.late_tolerance_seconds}"
             )
+        if self.retention_days < 0:
+            raise ValueError(f"retention_days must be 0 or more, not {self.retention_days}")
         if self.sweep_period_minutes < 1:  # EventBridge's rate() takes a positive integer
             raise ValueError(
                 f"sweep_period_minutes must be 1 or more, not {self.sweep_period_minutes}"
@@ -308,6 +317,7 @@ class Scheduler(Component):
             window_seconds=encode(args.window_minutes * 60),
             late_tolerance_seconds=encode(args.late_tolerance_seconds),
             join_slots=encode(True),
+            retention_days=encode(args.retention_days),
         ) | metrics_environment(name, args.monitoring)
         # Read by 0.4's code, which Lambda may run with this configuration for a moment
         # during the upgrade (the provider updates a function's configuration, then its
@@ -442,6 +452,9 @@ class Scheduler(Component):
             global_secondary_indexes=[index(STATUS_INDEX, LANE, "publish_at", "KEYS_ONLY")],
             stream_enabled=True,
             stream_view_type="NEW_AND_OLD_IMAGES",
+            # ended messages expire (retention_days; their removal's stream record is
+            # filtered out of the starter's)
+            ttl=aws.dynamodb.TableTtlArgs(attribute_name=TTL_ATTRIBUTE, enabled=True),
             point_in_time_recovery=aws.dynamodb.TablePointInTimeRecoveryArgs(enabled=True),
             opts=pulumi.ResourceOptions(parent=self),
         )

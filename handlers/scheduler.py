@@ -39,6 +39,7 @@ from exactly_once.handlers.executions import Outcome, ReusePolicy, execution_arn
 from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler_index import (
+    ENDED,
     STATUS_INDEX,
     Status,
     message_key,
@@ -65,6 +66,10 @@ class SchedulerSettings(Settings):
     join_slots: bool = True
     """False: every message on its own execution, a slot of one (the benchmarks'
     alternative: a StartExecution and its transitions per message)."""
+    retention_days: int = 7
+    """How long an ended message's record is kept (GET answers it, a replayed registration
+    finds it): written on each message, DynamoDB's TTL removes it that long after its end
+    (scheduler_store.expiry); 0 keeps it for ever."""
 
 
 # -- validation ------------------------------------------------------------------------
@@ -200,6 +205,8 @@ def register(
         "fingerprint": {"S": fingerprint},
         "created_at": {"N": f"{now:.3f}"},
     }
+    if config.retention_days:  # (kept with the message, as its channel's rule is)
+        item[scheduler_store.KEEP_FOR] = {"N": str(config.retention_days * 86400)}
     if found.get("redeliver", {}).get("BOOL"):  # the channel's rule, kept with the message
         item["redeliver"] = {"BOOL": True}
     if fields["publish_at"] < received:
@@ -295,7 +302,10 @@ def transition(
 ) -> bool:
     """Set status `new` if the status is one of `expected` (and, `unsent`, no send of it
     was counted: one may have reached its target); False otherwise."""
-    return scheduler_store.move(_ddb(), config.table, message_id, expected, new, unsent)
+    expires = None
+    if new in ENDED and config.retention_days:
+        expires = int(time.time() + config.retention_days * 86400)
+    return scheduler_store.move(_ddb(), config.table, message_id, expected, new, unsent, expires)
 
 
 def cancel(config: SchedulerSettings, message_id: str) -> dict[str, Any]:

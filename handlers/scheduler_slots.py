@@ -734,9 +734,11 @@ def record(
     at: str | None = None,
     error: str | None = None,
     stop_by: float | None = None,
+    expires_at: int | None = None,
 ) -> str:
     """A delivered message's final status (DONE fired `at`, or FAILED or UNKNOWN with
-    `error`), the message leaving the status index: written until it lands while the
+    `error`), the message leaving the status index (expiring at `expires_at`, the
+    record's retention: scheduler_store.expiry): written until it lands while the
     claim is still `me`'s (`status`); "TAKEN_OVER" if it no longer is (this claimant
     outlived its lease and another took the message over: the final write is the one that
     delivers it last); "UNRECORDED" if it never landed (about two minutes of trying, or
@@ -744,7 +746,7 @@ def record(
     for attempt in range(RECORD_ATTEMPTS):
         try:
             ddb = _client("dynamodb")
-            old = scheduler_store.finish(ddb, table, message_id, me, status, at, error)
+            old = scheduler_store.finish(ddb, table, message_id, me, status, at, error, expires_at)
             if old is None:
                 return status
             if (
@@ -911,11 +913,15 @@ def fire_one(
     except (TargetFailed, OutcomeUnknown) as exc:
         ended = exc
     else:
-        at = timestamps.iso_ms(time.time())
-        return recorder.submit(record, table, message_id, me, Status.DONE, at, None, stop_by)
+        now = time.time()
+        at, expires = timestamps.iso_ms(now), scheduler_store.expiry(item, now)
+        return recorder.submit(
+            record, table, message_id, me, Status.DONE, at, None, stop_by, expires
+        )
     status = Status.FAILED if isinstance(ended, TargetFailed) else Status.UNKNOWN
     cause = json.dumps({"Error": ended.error, "Cause": ended.cause})
-    return recorder.submit(record, table, message_id, me, status, None, cause, stop_by)
+    expires = scheduler_store.expiry(item, time.time())
+    return recorder.submit(record, table, message_id, me, status, None, cause, stop_by, expires)
 
 
 def _answered(outcome: str) -> concurrent.futures.Future[str]:

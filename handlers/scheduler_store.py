@@ -28,6 +28,32 @@ from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.scheduler_index import ENDED, LANE, Status, lane, message_key
 
 Item = dict[str, Any]
+# An ended message's expiry (the table's TTL attribute): its record kept `keep_for` seconds
+# (the API writes the component's `retention_days` on the item) past its end, then removed
+# by DynamoDB, free, within a few days of it ("Using time to live (TTL) in DynamoDB").
+TTL_ATTRIBUTE = "expires_at"
+KEEP_FOR = "keep_for"
+
+
+def kept_for(item: Item) -> float | None:
+    """How long a message's record is kept past its end: None, for ever (registered with
+    no retention, or before retentions)."""
+    keep = item.get(KEEP_FOR, {}).get("N")
+    return float(keep) if keep else None
+
+
+def expiry(item: Item, now: float) -> int | None:
+    """When a message ending `now` expires (`kept_for`), if ever."""
+    keep = kept_for(item)
+    return int(now + keep) if keep else None
+
+
+def _expiring(update: str, values: dict[str, Any], expires_at: int | None) -> str:
+    """`update` (a SET clause first) also setting the expiry, if any."""
+    if expires_at is None:
+        return update
+    values[":expires"] = {"N": str(expires_at)}
+    return update.replace("SET ", f"SET {TTL_ATTRIBUTE} = :expires, ", 1)
 
 
 def _refused(exc: ClientError) -> bool:
@@ -72,13 +98,15 @@ def move(
     expected: tuple[Status, ...],
     new: Status,
     unsent: bool = False,
+    expires_at: int | None = None,
 ) -> bool:
     """Status `new` if it is one of `expected` (and, `unsent`, no send of it was counted:
-    one may have reached its target); False otherwise."""
+    one may have reached its target); False otherwise. An ended one expires at
+    `expires_at`, if given."""
     expecting = {f":e{i}": {"S": status} for i, status in enumerate(expected)}
     values: dict[str, Any] = {**expecting, ":new": {"S": new}}
     if new in ENDED:
-        update = "SET #s = :new REMOVE lane"
+        update = _expiring("SET #s = :new REMOVE lane", values, expires_at)
     else:
         update = "SET #s = :new, lane = :lane"
         values[":lane"] = {"S": lane(new, message_id)}
@@ -199,10 +227,12 @@ def finish(
     status: Status,
     at: str | None = None,
     error: str | None = None,
+    expires_at: int | None = None,
 ) -> Item | None:
     """`me`'s claim ended: DONE (fired `at`), or FAILED or UNKNOWN with `error`, the message
-    leaving the status index. None, or the item as it was when refused (no longer `me`'s,
-    or already ended by this very write, its answer lost)."""
+    leaving the status index (and expiring at `expires_at`, if given). None, or the item
+    as it was when refused (no longer `me`'s, or already ended by this very write, its
+    answer lost)."""
     if status == Status.DONE:
         update = "SET #s = :done, fired_at = :at REMOVE lane"
         values: dict[str, Any] = {":done": {"S": status}, ":at": {"S": at or ""}}
@@ -215,7 +245,7 @@ def finish(
         ddb.update_item,
         TableName=table,
         Key=message_key(message_id),
-        UpdateExpression=update,
+        UpdateExpression=_expiring(update, values, expires_at),
         ConditionExpression="#s = :firing AND claimed_by = :me",
         ExpressionAttributeNames=names,
         ExpressionAttributeValues={**values, ":firing": {"S": Status.FIRING}, ":me": {"S": me}},
@@ -301,6 +331,7 @@ def settle(
     status: Status,
     error: str | None = None,
     at: str | None = None,
+    expires_at: int | None = None,
 ) -> Item | None:
     """An operator's end of a message delivered and never recorded: FIRING and marked
     `unrecorded` (the sweep marks one whose claimant's execution failed StatusNotRecorded;
@@ -328,7 +359,8 @@ def settle(
         ddb.update_item,
         TableName=table,
         Key=message_key(message_id),
-        UpdateExpression=f"{update} REMOVE lane",  # (ended: out of the index)
+        # (ended: out of the index)
+        UpdateExpression=_expiring(f"{update} REMOVE lane", values, expires_at),
         ConditionExpression="#s = :firing AND attribute_exists(unrecorded)",
         ExpressionAttributeNames=names,
         ExpressionAttributeValues=values,

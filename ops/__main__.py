@@ -705,7 +705,8 @@ def _settling(args: argparse.Namespace) -> Change:
     )
 
     def apply() -> Any:
-        return settle(client, table, message_id, status, args.error, args.fired_at)
+        keep_for = found["keepForSeconds"]
+        return settle(client, table, message_id, status, args.error, args.fired_at, keep_for)
 
     return Change(what, {"table": table, "message": found, "to": str(status)}, apply)
 

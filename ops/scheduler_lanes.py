@@ -6,6 +6,7 @@ handlers/scheduler_store.py, the lane following the status."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -69,6 +70,8 @@ def settleable(client: Callable[[str], Any], table: str, message_id: str) -> dic
         "status": item["status"]["S"],
         "claimedBy": item.get("claimed_by", {}).get("S"),
         "publishAt": float(item["publish_at"]["N"]) if "publish_at" in item else None,
+        # (its record's retention: kept that long past the end written here)
+        "keepForSeconds": scheduler_store.kept_for(item),
     }
 
 
@@ -103,11 +106,14 @@ def settle(
     status: Status,
     error: str | None = None,
     at: str | None = None,
+    keep_for: float | None = None,
 ) -> dict[str, Any]:
-    """The message ended as `status` by hand (scheduler_store.settle), or MessageRefused
-    when it was not FIRING and unrecorded when written (moved on since it was read)."""
+    """The message ended as `status` by hand (scheduler_store.settle), kept `keep_for`
+    seconds (`settleable`'s keepForSeconds; None: for ever), or MessageRefused when it was
+    not FIRING and unrecorded when written (moved on since it was read)."""
     ddb = client("dynamodb")
-    found = scheduler_store.settle(ddb, table, message_id, status, error, at)
+    expires = int(time.time() + keep_for) if keep_for else None
+    found = scheduler_store.settle(ddb, table, message_id, status, error, at, expires)
     if found is not None:
         _settleable(table, message_id, found)  # (says what it was)
         raise MessageRefused(f"message {message_id!r} moved on meanwhile; nothing written")

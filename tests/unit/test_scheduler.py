@@ -787,3 +787,14 @@ def test_an_ended_image_without_a_usable_time_costs_a_metric_never_the_batch(
     }
     record = {"dynamodb": {"NewImage": broken, "OldImage": {"status": {"S": "FIRING"}}}}
     assert scheduler.start_records(config, {"Records": [record]}, None) == {"outcomes": []}
+
+
+def test_the_messages_table_expires_ended_records_after_the_components_retention() -> None:
+    from exactly_once.handlers.scheduler_store import TTL_ATTRIBUTE
+    from tests.unit.pulumi_harness import component, run
+
+    mocks = run(lambda: component("scheduler", retention_days=3))
+    table = mocks.named("c-messages", "aws:dynamodb/table:Table").inputs
+    assert table["ttl"] == {"attributeName": TTL_ATTRIBUTE, "enabled": True}
+    api = mocks.named("c-api", "aws:lambda/function:Function").inputs
+    assert api["environment"]["variables"]["RETENTION_DAYS"] == "3"

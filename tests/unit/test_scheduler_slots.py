@@ -1104,3 +1104,30 @@ def test_the_store_is_the_only_module_that_writes_the_messages_table() -> None:
         if writes.search(path.read_text())
     ]
     assert writers == ["handlers/scheduler_store.py"]
+
+
+def test_an_ended_message_expires_its_retention_past_its_end_and_0_keeps_it(
+    config: SchedulerSettings, sent: list[tuple[str, float]]
+) -> None:
+    from exactly_once.handlers import scheduler_store
+
+    day = 86400
+    # GIVEN messages registered under a week's retention (the default), and one under 0
+    slot, [fired] = due_slot(config, [0.0])
+    waiting, _ = scheduler.register(config, {"publishTime": time.time() + 3600, "channel": "demo"})
+    kept = dataclasses.replace(config, retention_days=0)
+    forever, _ = scheduler.register(kept, {"publishTime": time.time() + 3600, "channel": "demo"})
+    # WHEN one fires and the others are cancelled
+    assert scheduler_slots.fire(config.table, slot, "execution-1") == {"skipped": 0, "DONE": 1}
+    scheduler.cancel(config, waiting["id"])
+    scheduler.cancel(kept, forever["id"])
+    # THEN each ended record carries its expiry (the table's TTL attribute), a week past
+    # its end; the one registered and cancelled under 0 none
+    for message_id in (fired, waiting["id"]):
+        item = scheduler.read_item(config, message_id)
+        assert item is not None and item["status"]["S"] in ("DONE", "CANCELLED")
+        expires = float(item[scheduler_store.TTL_ATTRIBUTE]["N"])
+        assert time.time() + 7 * day - 60 < expires <= time.time() + 7 * day
+    item = scheduler.read_item(config, forever["id"])
+    assert item is not None and scheduler_store.TTL_ATTRIBUTE not in item
+    assert scheduler_store.KEEP_FOR not in item
