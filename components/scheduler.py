@@ -77,17 +77,9 @@ WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60
 # moved ~30,000: $0.02 a month more at the default period, idle (docs/cost.md).
 SWEEP_MEMORY_MB = 1769
 SWEEP_TIMEOUT_SECONDS = 900
-# What the stream starter is given: STANDBY images (to start), and a FIRING message's
-# final image (its Fired, lateness or Failed metrics: no function of ours sees those).
-STREAM_FILTERS = (
-    {"dynamodb": {"NewImage": {"status": {"S": [Status.STANDBY]}}}},
-    {
-        "dynamodb": {
-            "OldImage": {"status": {"S": [Status.FIRING]}},
-            "NewImage": {"status": {"S": [Status.DONE, Status.FAILED, Status.UNKNOWN]}},
-        }
-    },
-)
+# What the stream starter is given: STANDBY images, to start (the slot function emits
+# the fired messages' metrics: no final image is read).
+STREAM_FILTERS = ({"dynamodb": {"NewImage": {"status": {"S": [Status.STANDBY]}}}},)
 
 
 # Lambda throttled the slot function's invoke (it never ran): a busy second's deliveries
@@ -639,8 +631,9 @@ class Scheduler(Component):
             batch_size=25,
             bisect_batch_on_function_error=True,
             maximum_retry_attempts=5,
-            # STANDBY images to start; FIRING -> DONE or FAILED for the metrics (filters
-            # are OR'ed: Lambda developer guide, "Lambda event filtering").
+            # STANDBY images to start, nothing else: a claim's, an end's, an expiry's
+            # records are discarded before any invocation (Lambda developer guide,
+            # "Control which events Lambda sends to your function").
             filter_criteria=aws.lambda_.EventSourceMappingFilterCriteriaArgs(
                 filters=[
                     aws.lambda_.EventSourceMappingFilterCriteriaFilterArgs(

@@ -17,12 +17,16 @@ import json
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 DEFAULT_NAMESPACE = "ExactlyOnce"
 DIMENSIONS = ("Component", "Pattern")
 
 COUNT, MILLISECONDS, BYTES = "Count", "Milliseconds", "Bytes"
+# A metric's datum, or several of one event (EMF takes up to 100 values a metric a line:
+# CloudWatch user guide, "Embedded metric format specification")
+Value = float | Sequence[float]
+MAX_VALUES = 100
 # Values that mean something at 0: a lateness, and a level the sweep reports every period
 # (so an alarm on it sees a datum each period and returns to OK).
 GAUGES = frozenset({"LatenessMs", "Overdue", "Lost", "Doubled", "Pending"})
@@ -75,7 +79,7 @@ CATALOGUE: dict[str, dict[str, str]] = {
 
 def line(
     pattern: str,
-    values: Mapping[str, float],
+    values: Mapping[str, Value],
     properties: Mapping[str, object] | None = None,
     *,
     now: float | None = None,
@@ -111,14 +115,18 @@ def line(
     return json.dumps(document, separators=(",", ":"), default=str)
 
 
-def kept(values: Mapping[str, float]) -> dict[str, float]:
+def kept(values: Mapping[str, Value]) -> dict[str, Value]:
     """The values an EMF line carries: a count or size of 0 left out, a gauge's kept."""
     return {name: value for name, value in values.items() if value or name in GAUGES}
 
 
-def emit(pattern: str, properties: Mapping[str, object] | None = None, /, **values: float) -> None:
-    """Write one EMF line for this event's `values`. A count or size of 0 is left out:
-    it tells a Sum nothing a missing datum does not (a gauge's 0 is kept)."""
+def emit(pattern: str, properties: Mapping[str, object] | None = None, /, **values: Value) -> None:
+    """Write one EMF line for this event's `values` (a list: that many data, at most
+    MAX_VALUES). A count or size of 0 is left out: it tells a Sum nothing a missing datum
+    does not (a gauge's 0 is kept)."""
+    for name, value in values.items():
+        if not isinstance(value, int | float) and len(value) > MAX_VALUES:
+            raise ValueError(f"{name}: {len(value)} values, EMF takes {MAX_VALUES} a line")
     if os.environ.get("METRICS_DISABLED", "").lower() in ("1", "true"):
         return  # as POWERTOOLS_METRICS_DISABLED: tests and tools that run handlers in bulk
     present = kept(values)

@@ -32,14 +32,15 @@ import time
 import uuid
 from typing import Any
 
-from exactly_once.handlers import metrics, scheduler_store, timestamps
 from exactly_once.handlers import scheduler_slots as slots
+from exactly_once.handlers import scheduler_store
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, execution_arn, start_once
 from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler_index import (
     ENDED,
+    PATTERN,
     STATUS_INDEX,
     Status,
     message_key,
@@ -47,7 +48,7 @@ from exactly_once.handlers.scheduler_index import (
 from exactly_once.handlers.settings import Settings
 
 # re-exported: components and tests name the record's pieces from here
-__all__ = ["STATUS_INDEX", "Status", "message_key"]
+__all__ = ["PATTERN", "STATUS_INDEX", "Status", "message_key"]
 MAX_PARAMETERS_BYTES = 32 * 1024
 MAX_HORIZON_SECONDS = 364 * 24 * 3600  # a STANDARD execution lives at most a year
 
@@ -427,49 +428,15 @@ def stream_handler(event: Any, context: Any) -> dict[str, Any]:
 
 
 def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[str, Any]:
-    """Records arrive filtered to STANDBY images, and to FIRING -> DONE, FAILED or UNKNOWN (for
-    the metrics: one line per message, out of the slot function's hot path). A failure
-    raises, so the event source mapping retries and bisects the batch; starting again is
-    harmless (same name)."""
+    """Records arrive filtered to STANDBY images (components/scheduler.py: STREAM_FILTERS).
+    A failure raises, so the event source mapping retries and bisects the batch; starting
+    again is harmless (same name)."""
     outcomes = []
-    ended: list[dict[str, Any]] = []
     for record in event.get("Records", []):
         change = record.get("dynamodb", {})
         image = change.get("NewImage") or {}
-        status = image.get("status", {}).get("S")
-        was = (change.get("OldImage") or {}).get("status", {}).get("S")
-        if status == Status.STANDBY:
+        if image.get("status", {}).get("S") == Status.STANDBY:
             written = change.get("ApproximateCreationDateTime")
             when = float(written) if isinstance(written, int | float) else None
             outcomes.append(start(config, image, context, written=when).status)
-        elif status in slots.OUTCOMES and was == Status.FIRING:
-            ended.append(image)
-    for image in ended:
-        try:
-            _ended_metrics(image)
-        except (KeyError, ValueError) as exc:  # a metric must never fail the batch
-            log("WARNING", "no metric for an ended message", exc=exc)
     return {"outcomes": outcomes}
-
-
-def _ended_metrics(image: dict[str, Any]) -> None:
-    """Fired (its lateness: when the status was written, a few ms after the target
-    answered, minus the publish time) or Failed, one EMF line per message."""
-    message_id = image["id"]["S"]
-    if image["status"]["S"] == Status.FAILED:
-        metrics.emit(PATTERN, {"message_id": message_id}, Failed=1)
-        return
-    if image["status"]["S"] == Status.UNKNOWN:
-        metrics.emit(PATTERN, {"message_id": message_id}, Unknown=1)
-        return
-    fired = image.get("fired_at", {}).get("S")
-    lateness = (
-        {"LatenessMs": round((timestamps.epoch(fired) - float(image["publish_at"]["N"])) * 1000)}
-        if fired
-        else {}
-    )
-    late = 1 if "late_on_arrival" in image else 0
-    metrics.emit(PATTERN, {"message_id": message_id}, Fired=1, Late=late, **lateness)
-
-
-PATTERN = "scheduler"

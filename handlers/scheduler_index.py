@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
+PATTERN = "scheduler"  # its metrics' Pattern dimension (the API's, the sweep's, the slots')
 STATUS_INDEX = "by-lane"
 LANE = "lane"  # the index's partition key; its sort key is publish_at
 LANES = 16

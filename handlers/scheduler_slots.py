@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.handlers import scheduler_index, scheduler_store, timestamps
+from exactly_once.handlers import metrics, scheduler_index, scheduler_store, timestamps
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
-from exactly_once.handlers.scheduler_index import Status, due, lanes
+from exactly_once.handlers.scheduler_index import PATTERN, Status, due, lanes
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import (
     FIFO,
@@ -884,13 +884,14 @@ def fire_one(
     deadline: float | None = None,
     handled: set[str] | None = None,
     keeper: Keeper | None = None,
+    fired: dict[str, float] | None = None,
 ) -> concurrent.futures.Future[str]:
     """Sleep to the message's publish time, deliver it, and have `recorder` write DONE,
     FAILED (with the target's error, as Step Functions words a Task's) or UNKNOWN (sent,
     its outcome unseen, not resent): its outcome, TAKEN_OVER or UNRECORDED; RELEASED if
     its last send was never made (past `deadline`). The write does not hold up the next
     delivery (a burst's status writes may meet the table's throughput). `handled`
-    collects the messages it took in hand."""
+    collects the messages it took in hand; `fired`, when each one delivered was."""
     message_id = item["id"]["S"]
     stop_by = deadline + RECORD_MARGIN_SECONDS if deadline is not None else None
     while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
@@ -914,6 +915,8 @@ def fire_one(
         ended = exc
     else:
         now = time.time()
+        if fired is not None:
+            fired[message_id] = now
         at, expires = timestamps.iso_ms(now), scheduler_store.expiry(item, now)
         return recorder.submit(
             record, table, message_id, me, Status.DONE, at, None, stop_by, expires
@@ -970,6 +973,9 @@ def fire(
     refused: set[str] = set()  # claims that kept failing (or made past the deadline)
     handled: set[str] = set()  # claimed, and taken in hand (sent, or released)
     in_hand: set[str] = set()  # being claimed, or claimed, by a read of this invocation
+    fired: dict[str, float] = {}  # delivered: when
+    lateness: list[float] = []  # of each message recorded DONE, ms (`emit_metrics`)
+    late = 0  # of those, registered after their time (late on arrival)
     books = threading.Lock()  # (the two reads fire side by side)
     # a thread per message of each read: the second read's never wait for the first's
     pool = concurrent.futures.ThreadPoolExecutor(2 * THREADS)
@@ -1008,7 +1014,7 @@ def fire(
         claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
 
         def fire_held(item: dict[str, Any]) -> concurrent.futures.Future[str]:
-            future = fire_one(table, item, recorder, me, deadline, handled, keeper)
+            future = fire_one(table, item, recorder, me, deadline, handled, keeper, fired)
             message_id: str = item["id"]["S"]
 
             def done(ended: concurrent.futures.Future[str]) -> None:
@@ -1022,14 +1028,19 @@ def fire(
 
         firing = [pool.submit(fire_held, c) for c in claimed]
         failure: BaseException | None = None
-        for fired in firing:  # every outcome counted, a failed one's beside the others
-            try:
-                outcome = fired.result().result()
+        nonlocal late
+        for item, sent in zip(claimed, firing, strict=True):  # every outcome counted, a
+            try:  # failed one's beside the others
+                outcome = sent.result().result()
             except Exception as exc:
                 failure = failure or exc
                 continue
             with books:
                 counts[outcome] += 1
+                if outcome == Status.DONE:
+                    publish_at = float(item["publish_at"]["N"])
+                    lateness.append(round((fired[item["id"]["S"]] - publish_at) * 1000))
+                    late += "late_on_arrival" in item
         if failure is not None:
             raise failure
 
@@ -1080,9 +1091,31 @@ def fire(
     if counts["NOT_CLAIMED"]:
         log("WARNING", "claims failed: the slot's retry takes them up", slot=slot)
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
+    emit_metrics(slot, counts, lateness, late)
     if counts["UNRECORDED"]:  # who: StatusNotRecorded names them, for the sweep
         return {**counts, "unrecorded_by": [me]}
     return dict(counts)
+
+
+def emit_metrics(
+    slot: int, counts: collections.Counter[str], lateness: list[float], late: int
+) -> None:
+    """This invocation's Fired, Late, LatenessMs (one datum per message recorded DONE: when
+    it was delivered minus its publish time), Failed and Unknown: a line for the slot
+    (MAX_VALUES latenesses a line), not one per message (and no stream record read for
+    it: the table's final images are filtered out of the starter's)."""
+    first = lateness[: metrics.MAX_VALUES]
+    metrics.emit(
+        PATTERN,
+        {"slot": slot},
+        Fired=counts[Status.DONE],
+        Late=late,
+        Failed=counts[Status.FAILED],
+        Unknown=counts[Status.UNKNOWN],
+        **({"LatenessMs": first} if first else {}),
+    )
+    for at in range(metrics.MAX_VALUES, len(lateness), metrics.MAX_VALUES):
+        metrics.emit(PATTERN, {"slot": slot}, LatenessMs=lateness[at : at + metrics.MAX_VALUES])
 
 
 def _fan_out(

@@ -674,54 +674,17 @@ def test_the_stream_starter_names_executions_by_message_id(
     assert executions_of(config) == [message["id"]]
 
 
-def test_a_messages_final_image_gives_its_fired_lateness_or_failed_metric_once(
-    config: SchedulerSettings, capsys: pytest.CaptureFixture[str]
+def test_the_stream_filter_passes_standby_images_only_and_the_starter_starts_nothing_else(
+    config: SchedulerSettings,
 ) -> None:
-    def image(status: str, **more: Any) -> dict[str, Any]:
-        return {
-            "id": {"S": "m-1"},
-            "status": {"S": status},
-            "publish_at": {"N": "1796455200.000"},
-            **more,
-        }
-
-    fired = image("DONE", fired_at={"S": "2026-12-05T07:20:00.042Z"})
-    late = image("DONE", fired_at={"S": "2026-12-05T07:20:00.500Z"}, late_on_arrival={"N": "3"})
-    failed = image("FAILED", error={"S": "boom"})
-
-    def record(new: dict[str, Any], old: str) -> dict[str, Any]:
-        return {"eventName": "MODIFY", "dynamodb": {"NewImage": new, "OldImage": image(old)}}
-
-    capsys.readouterr()
-    event = {
-        "Records": [
-            record(fired, "FIRING"),
-            record(late, "FIRING"),
-            record(failed, "FIRING"),
-            record(fired, "DONE"),  # RecordDone writing DONE again: not a second fire
-        ]
-    }
-    assert scheduler.start_records(config, event, None) == {"outcomes": []}
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if "_aws" in line]
-    got = [
-        {k: v for k, v in line.items() if k in ("Fired", "Late", "LatenessMs", "Failed")}
-        for line in lines
-    ]
-    assert got == [
-        {"Fired": 1, "LatenessMs": 42},
-        {"Fired": 1, "Late": 1, "LatenessMs": 500},
-        {"Failed": 1},
-    ]
-
-
-def test_the_stream_filters_pass_standby_images_and_final_images_of_fired_messages() -> None:
     from exactly_once.components.scheduler import STREAM_FILTERS
 
-    assert [f["dynamodb"]["NewImage"]["status"]["S"] for f in STREAM_FILTERS] == [
-        ["STANDBY"],
-        ["DONE", "FAILED", "UNKNOWN"],
-    ]
-    assert STREAM_FILTERS[1]["dynamodb"]["OldImage"] == {"status": {"S": ["FIRING"]}}
+    # the claim's, the end's and the expiry's records are discarded before any invocation
+    assert STREAM_FILTERS == ({"dynamodb": {"NewImage": {"status": {"S": ["STANDBY"]}}}},)
+    # (and a record past the filter that is no STANDBY image starts nothing)
+    done = {"id": {"S": "m"}, "status": {"S": "DONE"}, "publish_at": {"N": "1"}}
+    record = {"dynamodb": {"NewImage": done, "OldImage": {"status": {"S": "FIRING"}}}}
+    assert scheduler.start_records(config, {"Records": [record]}, None) == {"outcomes": []}
 
 
 def test_the_api_maps_errors_to_status_codes(config: SchedulerSettings) -> None:
@@ -774,19 +737,6 @@ def test_a_slot_of_one_wakes_a_lead_ahead_in_whole_seconds_and_names_its_message
     given = scheduler_slots.slot_input(scheduler_slots.slot_of(float(publish_at)), "m")
     # whole seconds (AWS truncates a timestamp's fraction), LEAD_SECONDS before the second
     assert given == {"slot": 1800000000, "wakeAt": "2027-01-15T07:59:58Z", "message": "m"}
-
-
-def test_an_ended_image_without_a_usable_time_costs_a_metric_never_the_batch(
-    config: SchedulerSettings,
-) -> None:
-    broken = {
-        "id": {"S": "m"},
-        "status": {"S": "DONE"},
-        "publish_at": {"N": "x"},
-        "fired_at": {"S": "not a time"},
-    }
-    record = {"dynamodb": {"NewImage": broken, "OldImage": {"status": {"S": "FIRING"}}}}
-    assert scheduler.start_records(config, {"Records": [record]}, None) == {"outcomes": []}
 
 
 def test_the_messages_table_expires_ended_records_after_the_components_retention() -> None:

@@ -1131,3 +1131,58 @@ def test_an_ended_message_expires_its_retention_past_its_end_and_0_keeps_it(
     item = scheduler.read_item(config, forever["id"])
     assert item is not None and scheduler_store.TTL_ATTRIBUTE not in item
     assert scheduler_store.KEEP_FOR not in item
+
+
+def test_a_slot_emits_its_messages_metrics_in_one_line_not_one_per_message(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a second's messages: two the target takes (one registered late, within the
+    # tolerance) and one it refuses for good
+    slot, ids = due_slot(config, [0.1, 0.4, 0.7])
+    table = runtime.client("dynamodb")
+    table.update_item(
+        TableName=config.table,
+        Key=scheduler.message_key(ids[1]),
+        UpdateExpression="SET late_on_arrival = :late",
+        ExpressionAttributeValues={":late": {"N": "3"}},
+    )
+    delivered: list[float] = []
+
+    def send(target_arn: str, delivery: dict[str, Any], within: float | None = None) -> None:
+        if delivery["id"] == ids[2]:
+            raise TargetFailed("Refused", "no such address")
+        delivered.append(time.time())
+
+    monkeypatch.setattr(scheduler_slots, "send", send)
+    monkeypatch.delenv("METRICS_DISABLED", raising=False)
+    capsys.readouterr()
+    # WHEN its slot fires
+    assert scheduler_slots.fire(config.table, slot, "execution-1") == {
+        "skipped": 0,
+        "DONE": 2,
+        "FAILED": 1,
+    }
+    # THEN one EMF line says so: Fired, Late, Failed, and a lateness per message fired
+    # (when it was delivered, minus its time: never negative)
+    lines = [json.loads(out) for out in capsys.readouterr().out.splitlines() if "_aws" in out]
+    [line] = lines
+    assert (line["Fired"], line["Late"], line["Failed"], line["slot"]) == (2, 1, 1, slot)
+    assert len(line["LatenessMs"]) == 2 and all(0 <= ms < 5000 for ms in line["LatenessMs"])
+    names = {m["Name"] for m in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert names == {"Fired", "Late", "Failed", "LatenessMs"}
+
+
+def test_a_large_slots_latenesses_take_a_line_per_hundred(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import collections
+
+    monkeypatch.delenv("METRICS_DISABLED", raising=False)
+    capsys.readouterr()
+    counts = collections.Counter({"DONE": 250})
+    scheduler_slots.emit_metrics(7, counts, [float(i) for i in range(250)], 0)
+    lines = [json.loads(out) for out in capsys.readouterr().out.splitlines()]
+    # EMF takes at most 100 values of a metric a line: 100, 100, 50, every one kept
+    assert [len(line["LatenessMs"]) for line in lines] == [100, 100, 50]
+    assert sum((line["LatenessMs"] for line in lines), []) == list(range(250))
+    assert [line.get("Fired") for line in lines] == [250, None, None]
