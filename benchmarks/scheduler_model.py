@@ -12,13 +12,14 @@ import dataclasses
 import heapq
 import math
 
+from benchmarks import measured
 from exactly_once.components.scheduler import (
     SLOT_MEMORY_MB,
     SWEEP_MEMORY_MB,
     SWEEP_TIMEOUT_SECONDS,
     THROTTLED_INVOKE,
 )
-from exactly_once.handlers import scheduler_index, scheduler_slots, scheduler_sweep
+from exactly_once.handlers import metrics, scheduler_index, scheduler_slots, scheduler_sweep
 
 # -- prices (us-east-1 list prices, docs/cost.md) --------------------------------------------
 TRANSITION = 25.0  # $ per million STANDARD state transitions
@@ -28,7 +29,13 @@ WRITE_UNIT = 0.625  # $ per million DynamoDB on-demand write request units
 READ_UNIT = 0.125  # $ per million read request units
 API_REQUEST = 3.50  # $ per million REST API requests
 LOG_GB = 0.50  # $ per GB ingested into CloudWatch Logs (standard class)
+STORAGE_GB_MONTH = 0.25  # $ per GB-month of a DynamoDB table (standard class)
+PITR_GB_MONTH = 0.20  # $ per GB-month of point-in-time recovery (continuous backups)
 PRICES_AS_OF = "2026-12-06"  # the pricing pages these were read from (docs/cost.md)
+
+# What `bash scripts/bench cpu` measured (benchmarks/measured.py): CPU per call and per
+# cold start, the handlers' log bytes. Re-measure there; nothing here is a guess of it.
+MEASURED = measured.load()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,9 +82,14 @@ PER_MESSAGE = Counts(
     write_units_per_message=CLAIM_UNITS + FINAL_UNITS,
     read_units_per_execution=0,  # claimed by its key: no index read
 )
-# What every message costs whichever clock fires it: the stream starter's invocations for
-# its STANDBY and final images (up to 25 records each, 256 MB, ~60 ms: at most 2 x $0.41).
-STREAM_STARTER = 0.82
+# What every message costs whichever clock fires it: the stream starter's share of its
+# invocations for the STANDBY images (the only records its filter passes): registered in
+# batches of 100, a batch's records reach it 25 at a time (its mapping's batch size),
+# each invocation 256 MB for about 0.1 s (a start per second's slot, remembered for the
+# batch's other messages of the same second).
+STARTER_BATCH = 25
+STARTER_SECONDS = 0.1
+STREAM_STARTER = (LAMBDA_REQUEST + 0.25 * STARTER_SECONDS * GB_SECOND) / STARTER_BATCH
 REGISTRATION = {
     # one POST: the request, the API function (256 MB, ~50 ms), PutItem (table + index)
     "one POST each": API_REQUEST + LAMBDA_REQUEST + 0.25 * 0.05 * GB_SECOND + 2 * WRITE_UNIT,
@@ -87,38 +99,61 @@ REGISTRATION = {
 }
 
 
-# A worker (1,769 MB) of a second past CHUNK messages: from the slot's wake plus a cold
-# start to the end of the second.
-WORKER = LAMBDA_REQUEST + (scheduler_slots.LEAD_SECONDS + 0.4) * 1.769 * GB_SECOND
+# A worker (1,769 MB) of a second past CHUNK messages, billed as the slot is: from the
+# slot's wake to its read once the second is over, and the status writes after it.
+WORKER = LAMBDA_REQUEST + (scheduler_slots.LEAD_SECONDS + 1.2) * 1.769 * GB_SECOND
 
 
-def firing_cost(counts: Counts, per_second: float, slot_seconds: float = 1.0) -> float:
+def firing_parts(counts: Counts, per_second: float) -> dict[str, float]:
     """$ per million messages to fire them at `per_second` messages a second (spread
-    evenly: a slot holds per_second x slot_seconds of them, at least one)."""
-    per_slot = max(1.0, per_second * slot_seconds)
+    evenly: a slot holds per_second of them, at least one), by what pays: transitions,
+    the slot function, its workers, index reads, table writes, the stream starter."""
+    per_slot = max(1.0, per_second)
     executions = counts.executions_per_message or 1 / per_slot
     workers = 0
     if counts is SLOT and per_slot > scheduler_slots.CHUNK:
-        workers = min(scheduler_index.LANES, math.ceil(per_slot / scheduler_slots.CHUNK))
+        workers = min(scheduler_index.LANES, math.ceil(per_slot / scheduler_slots.WORKER_SHARE))
     invocation = LAMBDA_REQUEST + counts.seconds_per_invocation * counts.memory_gb * GB_SECOND
-    execution = (
-        counts.transitions_per_execution * TRANSITION
-        + counts.invocations_per_execution * invocation
-        + counts.read_units_per_execution * READ_UNIT
-        + workers * WORKER
-    )
-    return executions * execution + counts.write_units_per_message * WRITE_UNIT + STREAM_STARTER
+    return {
+        "transitions": executions * counts.transitions_per_execution * TRANSITION,
+        "slot Lambda": executions * counts.invocations_per_execution * invocation,
+        "workers": executions * workers * WORKER,
+        "reads": executions * counts.read_units_per_execution * READ_UNIT,
+        "writes": counts.write_units_per_message * WRITE_UNIT,
+        "starter": STREAM_STARTER,
+    }
+
+
+def firing_cost(counts: Counts, per_second: float) -> float:
+    return sum(firing_parts(counts, per_second).values())
 
 
 DENSITIES = {"1/min": 1 / 60, "1/s": 1.0, "10/s": 10.0, "100/s": 100.0}
 
 
 # -- all in: what a team pays per million messages ------------------------------------------
-# Every function's log lines for one message: the API's, the stream starter's (its STANDBY
-# and final images), the slot function's share, and Lambda's START/END/REPORT lines per
-# invocation shared by the messages of a slot or a batch; ~1 KB as #44 measured them (the
-# slot's own share is counted in tests/unit/test_scheduler_slots.py).
-LOG_BYTES_PER_MESSAGE = 1024
+def log_bytes_per_message(per_second: float) -> float:
+    """Every function's lines for one message, as measured (`MEASURED["log_bytes"]`): the
+    API's batch of 100, the starter's batch of STARTER_BATCH and the slot's invocation
+    each shared by their messages, with Lambda's START, END and REPORT lines per
+    invocation, and what each writes per message (a lateness datum, say)."""
+    logged, platform = MEASURED["log_bytes"], MEASURED["platform_log_bytes"]
+    per_slot = max(1.0, per_second)
+    shares = {"api (batches)": 100, "starter": STARTER_BATCH, "slot": per_slot}
+    return sum(
+        (logged[function]["per_invocation"] + platform) / shared + logged[function]["per_message"]
+        for function, shared in shares.items()
+    )
+
+
+# Fixed a month per component, whatever the traffic (docs/cost.md, "Watching it"): the
+# scheduler's custom metrics ($0.30 each), its alarms ($0.10 each; a unit test counts
+# what the component declares) and its dashboard ($3.00 past an account's first three).
+SCHEDULER_METRICS = len(metrics.CATALOGUE["scheduler"])
+SCHEDULER_ALARMS = 7
+MONITORING_MONTH = SCHEDULER_METRICS * 0.30 + SCHEDULER_ALARMS * 0.10 + 3.00
+SECONDS_A_MONTH = 30 * 24 * 3600
+RETENTION_DAYS = 7  # SchedulerArgs.retention_days' default
 # A Lambda cold start's INIT, billed since 1 August 2025 like the invoke (AWS Compute
 # Blog, "AWS Lambda standardizes billing for INIT Phase"): the handlers import lazily.
 INIT_SECONDS = 0.5
@@ -127,20 +162,29 @@ INIT_SECONDS = 0.5
 RESERVED_MOVE_UNITS = 3
 
 
-def all_in(per_second: float, item_kb: int = 1, beyond_window: float = 0.0) -> dict[str, float]:
+def all_in(
+    per_second: float,
+    item_kb: int = 1,
+    beyond_window: float = 0.0,
+    retention_days: int = RETENTION_DAYS,
+) -> dict[str, float]:
     """$ per million messages fired by the slot clock at `per_second`, registered in
-    batches of 100, everything counted: firing, registration, log ingestion, items of
-    `item_kb` KB (each table write is a unit per KB; the index holds keys and lane only),
-    the share `beyond_window` registered past the window (one more write), the slot
-    function's INIT when its environment is new (a slot a minute apart or more: every
-    invocation; at a second apart or less Lambda keeps it warm), and the default sweep's
-    share."""
+    batches of 100, everything counted: firing, registration, log ingestion (as measured),
+    items of `item_kb` KB (each table write is a unit per KB; the index holds keys and
+    lane only), the share `beyond_window` registered past the window (one more write), the
+    slot function's INIT when its environment is new (a slot a minute apart or more: every
+    invocation; at a second apart or less Lambda keeps it warm), each ended record's
+    storage and point-in-time recovery for `retention_days`, the component's monitoring
+    shared by a month's messages, and the default sweep's share."""
     per_slot = max(1.0, per_second)
     table_writes = 3  # registration, claim, final status: one table write each
+    kept_months = retention_days / 30
     parts = {
         "firing": firing_cost(SLOT, per_second),
         "registration": REGISTRATION["batches of 100"],
-        "logs": LOG_BYTES_PER_MESSAGE / 1e9 * LOG_GB * 1e6,
+        "logs": log_bytes_per_message(per_second) / 1e9 * LOG_GB * 1e6,
+        "storage": item_kb / 1024**2 * kept_months * (STORAGE_GB_MONTH + PITR_GB_MONTH) * 1e6,
+        "monitoring": MONITORING_MONTH / (per_second * SECONDS_A_MONTH) * 1e6,
         "item size": table_writes * (item_kb - 1) * WRITE_UNIT,
         "reserved": beyond_window * RESERVED_MOVE_UNITS * WRITE_UNIT,
         "init": (INIT_SECONDS * SLOT.memory_gb * GB_SECOND / per_slot) if per_second < 1 else 0.0,
@@ -207,7 +251,7 @@ SWEEP_PERIODS = (1, 5, 60)
 # second's messages share their slot's start and line); ~2 ms of the function (its share
 # of an index page, its start's share, the line).
 SWEEP_SECONDS_PER_MESSAGE = 0.002
-SWEEP_LOG_BYTES_PER_MESSAGE = 400
+SWEEP_LOG_BYTES_PER_MESSAGE = 0  # (its starts log at DEBUG: one summary line a run)
 
 
 def sweep_per_message(period_minutes: int, window_minutes: int) -> float:
@@ -223,7 +267,9 @@ def sweep_per_message(period_minutes: int, window_minutes: int) -> float:
 SWEEP_SETTINGS = ((60, 65), (5, 10), (1, 65), (1, 5))  # (period, window) minutes
 
 
-def sweep_moves_a_run(cpu_per_call: float = 1.25e-3, memory_mb: int = SWEEP_MEMORY_MB) -> float:
+def sweep_moves_a_run(
+    cpu_per_call: float = MEASURED["cpu_per_call"], memory_mb: int = SWEEP_MEMORY_MB
+) -> float:
     """How many RESERVED messages one run moves (an UpdateItem each, `cpu_per_call` seconds
     of one vCPU) within the function's timeout less the sweep's margin, CPU-bound."""
     seconds = SWEEP_TIMEOUT_SECONDS - scheduler_sweep.MARGIN_SECONDS
@@ -266,15 +312,15 @@ class Latencies:
     cold_start: float = 0.6  # a Python function's first invocation
     read_page: float = 0.020  # a Query page (1 MB)
     # CPU an AWS call costs the caller (botocore's serializing, signing and parsing, over a
-    # kept-alive connection without TLS), seconds of one vCPU: `measured_cpu_per_call`
-    # found 1.05 to 1.25 ms on this project's CI machine, the higher kept (the 0.4 ms
-    # assumed before was a guess); Lambda
-    # allots one vCPU at 1,769 MB, in proportion below it
-    cpu_per_call: float = 0.00125
+    # kept-alive TLS connection), seconds of one vCPU, as measured (benchmarks/measured.py);
+    # Lambda allots one vCPU at 1,769 MB, in proportion below it
+    cpu_per_call: float = MEASURED["cpu_per_call"]
     # CPU a cold start spends before the first call, seconds of one vCPU: the handler's
-    # imports and its clients, built once (scheduler_slots.clients), as
-    # `measured_init_cpu` found: it takes 1 / vCPU times as long in a smaller function
-    init_cpu: float = 0.24
+    # imports and its clients, built once (scheduler_slots.clients), as measured: it takes
+    # 1 / vCPU times as long in a smaller function
+    init_cpu: float = MEASURED["init_cpu"]
+    # CPU of opening a new TLS connection (a cold function's threads open one each)
+    connect_cpu: float = MEASURED["tls_connect_cpu"]
 
 
 def vcpu(memory_mb: int) -> float:
@@ -317,16 +363,24 @@ def slot_burst(
     are limited by the table's and the index's write rates and the index's partitions."""
     wake = -float(scheduler_slots.LEAD_SECONDS)
     read = latency.read_page * max(1, math.ceil(n * 80 / 1_000_000))
+
+    def connecting(messages: int) -> float:
+        # a cold function's connections: one per lane read, one per claiming thread
+        return (scheduler_index.LANES + min(messages, threads)) * latency.connect_cpu
+
     start = wake + latency.cold_start + latency.init_cpu / slot_vcpu + read
     workers, share_vcpu = 1, slot_vcpu
     if n > chunk:
-        workers, share_vcpu = min(scheduler_index.LANES, math.ceil(n / chunk)), WORKER_VCPU
-        start += latency.init_cpu / WORKER_VCPU
+        workers = min(scheduler_index.LANES, math.ceil(n / scheduler_slots.WORKER_SHARE))
+        share_vcpu = WORKER_VCPU
+        start += (latency.init_cpu + scheduler_index.LANES * latency.connect_cpu) / slot_vcpu
         if workers + 1 > quotas.lambda_concurrency:
             raise ValueError("more workers than the account's concurrency")
         # their cold start (past lambda_scaling new environments, the next 10 s) and read
         start += latency.cold_start + read + 10.0 * ((workers - 1) // quotas.lambda_scaling)
+        start += latency.init_cpu / WORKER_VCPU
     share = math.ceil(n / workers)
+    start += connecting(share) / share_vcpu
     # the claims, then the deliveries: the claims take the slowest of the threads, the CPU
     # and the table's and the index's write rates; the final status writes come after each
     # delivery, off the delivering threads (their CPU counted with the delivery's)
@@ -442,85 +496,45 @@ def memory_table(n: int = scheduler_slots.CHUNK) -> dict[int, dict[str, float]]:
     return rows
 
 
-def measured_init_cpu() -> float:
-    """CPU seconds the slot function's cold start spends in a fresh interpreter: importing
-    its module and building its clients (as its handler does before the first call)."""
-    import os
-    import subprocess
-    import sys
+# -- docs/cost.md's tables, as the model computes them (a unit test holds the doc to them) ----
+DENSITY_NAMES = {
+    "1/min": "1 a minute (1 per slot)",
+    "1/s": "1 a second (1 per slot)",
+    "10/s": "10 a second",
+    "100/s": "100 a second",
+}
 
-    script = (
-        "import time; t = time.process_time(); "
-        "from exactly_once.handlers import scheduler_slots; scheduler_slots.clients(); "
-        "print(time.process_time() - t)"
-    )
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1"}
-    runs = [
-        float(
-            subprocess.run(
-                [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True
-            ).stdout
+
+def _said(parts: dict[str, float]) -> str:
+    return " + ".join(f"{name} {value:.2f}" for name, value in parts.items() if value >= 0.005)
+
+
+def density_rows() -> list[str]:
+    """docs/cost.md, "The scheduler by density": firing, by what pays."""
+    rows = []
+    for key, rate in DENSITIES.items():
+        slot, alone = firing_parts(SLOT, rate), firing_parts(PER_MESSAGE, rate)
+        total, single = sum(slot.values()), sum(alone.values())
+        rows.append(
+            f"| {DENSITY_NAMES[key]} | **{total:.2f}** = {_said(slot)} | "
+            f"{single:.2f} = {_said(alone)} | {total / single:.3f} |"
         )
-        for _ in range(3)
-    ]
-    return sorted(runs)[1]
+    return rows
 
 
-def measured_cpu_per_call(calls: int = 500) -> float:
-    """CPU seconds one claim (`scheduler_slots.claim`: the slot's conditional UpdateItem,
-    through the slot function's own client) costs its caller, against a moto server in
-    another process (so only the client's CPU is counted)."""
-    import os
-    import socket
-    import subprocess
-    import sys
-    import time
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    saved = dict(os.environ)
-    os.environ.update(
-        AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}",
-        AWS_DEFAULT_REGION="us-east-1",
-        AWS_ACCESS_KEY_ID="x",
-        AWS_SECRET_ACCESS_KEY="x",
-    )
-    scheduler_slots._client.cache_clear()
-    try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), 0.2).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        ddb = scheduler_slots._client("dynamodb")
-        ddb.create_table(
-            TableName="t",
-            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
+def all_in_rows() -> list[str]:
+    """docs/cost.md, "The scheduler all in"."""
+    rows = []
+    for rate in ALL_IN_RATES.values():
+        p = all_in(rate)
+        rows.append(
+            f"| {rate:g} | {p['firing']:.2f} | {p['registration']:.2f} | {p['logs']:.2f} | "
+            f"{p['storage']:.2f} | {p['monitoring']:.2f} | {p['sweep']:.2f} | "
+            f"**{p['total']:.2f}** | {all_in(rate, 4)['total']:.2f} | "
+            f"{all_in(rate, 1, 1.0)['total']:.2f} |"
         )
-        keys = [f"warm-{i}" for i in range(50)] + [str(i) for i in range(calls)]
-        for key in keys:  # messages waiting for their slot
-            ddb.put_item(
-                TableName="t", Item={"pk": {"S": f"MESSAGE#{key}"}, "status": {"S": "STANDBY"}}
-            )
-        lease = time.time() + 900
-        for key in keys[:50]:  # warm: connection, models, caches
-            scheduler_slots.claim("t", key, "execution#1", lease)
-        started = time.process_time()
-        for key in keys[50:]:
-            assert scheduler_slots.claim("t", key, "execution#1", lease).item is not None
-        return (time.process_time() - started) / calls
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        scheduler_slots._client.cache_clear()
-        server.terminate()
-        server.wait()
+    return rows
+
+
+if __name__ == "__main__":  # the rows to paste, after a re-measure
+    print("\n".join([*density_rows(), "", *all_in_rows()]))

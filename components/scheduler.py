@@ -72,9 +72,9 @@ SLOT_MEMORY_MB = 512
 WORKERS_TIMEOUT_SECONDS = SLOT_TIMEOUT_SECONDS - 60
 # The sweep makes an AWS call per message it moves (every one registered past the window:
 # rate x period of them a run, 360,000 at 100 a second and the default hour) at about
-# 1.25 ms of one vCPU each (benchmarks/scheduler_model.py: measured_cpu_per_call): a whole
-# vCPU (1,769 MB) and Lambda's longest timeout move ~700,000 a run, where 256 MB and 300 s
-# moved ~30,000: $0.02 a month more at the default period, idle (docs/cost.md).
+# 2 ms of one vCPU each over TLS (benchmarks/measured.json): a whole vCPU (1,769 MB) and
+# Lambda's longest timeout move some 400,000 a run (docs/cost.md: sweep_moves_a_run),
+# where 256 MB and 300 s moved ~30,000: $0.02 a month more at the default period, idle.
 SWEEP_MEMORY_MB = 1769
 SWEEP_TIMEOUT_SECONDS = 900
 # What the stream starter is given: STANDBY images, to start (the slot function emits

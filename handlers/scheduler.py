@@ -23,6 +23,7 @@ a cancel that wins the race is never fired.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import hashlib
@@ -359,7 +360,7 @@ def start(
         # has not yet read it a second time, or fired it: otherwise its own execution too;
         # the claim decides.
         if time.time() < slots.join_by(slot) or (indexed and not _missed(config, image, slot)):
-            log("INFO", outcome.status, message_id=message_id, execution=outcome.name)
+            log("DEBUG", outcome.status, message_id=message_id, execution=outcome.name)
             return outcome
     outcome = start_once(
         config.state_machine_arn,
@@ -368,7 +369,8 @@ def start(
         request_id(context),
         reuse_policy,
     )
-    log("INFO", outcome.status, message_id=message_id, execution=outcome.name)
+    # (a line per message at DEBUG: its caller's summary is the INFO line, one per batch)
+    log("DEBUG", outcome.status, message_id=message_id, execution=outcome.name)
     if outcome.status == "STARTED":
         _stop_if_cancelled(config, message_id, outcome.execution_arn)
     return outcome
@@ -439,4 +441,5 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
             written = change.get("ApproximateCreationDateTime")
             when = float(written) if isinstance(written, int | float) else None
             outcomes.append(start(config, image, context, written=when).status)
+    log("INFO", "records started", **collections.Counter(outcomes))
     return {"outcomes": outcomes}

@@ -66,6 +66,10 @@ FIRST_READ, WORKERS = "slot-first-read", "slot-workers"
 # (same code, more memory: Lambda allots CPU by memory, and each message costs three AWS
 # calls of CPU), one worker per share of the lanes.
 CHUNK = 50
+# Messages a worker fires (a whole vCPU, 1,769 MB: three AWS calls of CPU a message, about
+# 2 ms each over TLS as benchmarks/measured.py finds: 0.6 s of a second for 100); a slot
+# of up to 100 a worker, of 101 to 200 two, at most one per lane.
+WORKER_SHARE = 100
 # Concurrent claims and deliveries per invocation: one per message of a chunk, so a slow
 # Lambda target (invoked synchronously: its answer decides DONE or FAILED) delays only its
 # own message, up to CHUNK messages an invocation (800 a second over 16 workers); past
@@ -963,8 +967,8 @@ def fire(
     keeper = Keeper(table, me, lease)
     statuses = (Status.STANDBY, Status.FIRING) if retried else (Status.STANDBY,)
     ids = [only] if only else members(table, slot, statuses, shard, of)
-    if of == 1 and len(ids) > CHUNK and invoke is not None:
-        workers = min(scheduler_index.LANES, math.ceil(len(ids) / CHUNK))
+    if len(ids) > CHUNK and invoke is not None:
+        workers = min(scheduler_index.LANES, math.ceil(len(ids) / WORKER_SHARE))
         return _fan_out(table, slot, me, workers, invoke, retried, lease)
     counts: collections.Counter[str] = collections.Counter()
     held: dict[str, float] = {}  # held by another claimant's live lease: until when
@@ -977,8 +981,9 @@ def fire(
     lateness: list[float] = []  # of each message recorded DONE, ms (`emit_metrics`)
     late = 0  # of those, registered after their time (late on arrival)
     books = threading.Lock()  # (the two reads fire side by side)
-    # a thread per message of each read: the second read's never wait for the first's
-    pool = concurrent.futures.ThreadPoolExecutor(2 * THREADS)
+    # a thread per message of each read (a worker's share, past THREADS): the second read's
+    # never wait for the first's
+    pool = concurrent.futures.ThreadPoolExecutor(2 * min(max(THREADS, len(ids)), WORKER_SHARE))
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
 
     def fire_these(ids: list[str]) -> None:
@@ -1180,7 +1185,10 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     clients()  # once per cold start, before any thread needs one
     table = settings.table
     shard, of = int(event.get("shard", 0)), int(event.get("of", 1))
-    fans_out = of == 1 and settings.workers_function  # (a worker never fans out again)
+    # (a worker, invoked with its slot's claimant, never fans out again, and answers its
+    # counts to its slot, which decides what they mean)
+    worker = "claimant" in event
+    fans_out = not worker and settings.workers_function
     invoke = _invoker(settings.workers_function) if fans_out else None
     attempt = int(event.get("retry", 0))
     given = event.get("input", event)
@@ -1200,9 +1208,9 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     if "until" in event:
         lease = min(lease, float(event["until"]))
     counts = fire(table, slot, me, shard, of, invoke, retried, lease - 60, lease, only)
-    if of == 1 and counts.get("UNRECORDED"):  # after every delivery, never before
+    if not worker and counts.get("UNRECORDED"):  # after every delivery, never before
         raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], counts["unrecorded_by"]))
-    if of == 1 and (counts.get("NOT_CLAIMED") or counts.get("RELEASED")):
+    if not worker and (counts.get("NOT_CLAIMED") or counts.get("RELEASED")):
         # the Fire's retry takes them up
         left = counts.get("NOT_CLAIMED", 0) + counts.get("RELEASED", 0)
         raise ClaimsFailed(f"{left} messages could not be claimed or sent in time")

@@ -368,12 +368,13 @@ class SchedulerScenario(Scenario):
         fans out to its workers."""
         self.fresh(world)
         saved = scheduler_index.LANES, scheduler_slots.CHUNK, scheduler_slots.RECORD_ATTEMPTS
+        share = scheduler_slots.WORKER_SHARE
         targets, budget = scheduler_slots._target_lambda, scheduler_slots.SEND_BUDGET
         keeper = scheduler_slots.beside
         self.budget = SEND_BUDGETS[int(world.tag.lstrip("s")) % len(SEND_BUDGETS)]
         scheduler_slots.SEND_BUDGET = self.budget
         # (and two tries of a final write: the outage of both is within a schedule's reach)
-        scheduler_index.LANES, scheduler_slots.CHUNK = 2, 1
+        scheduler_index.LANES, scheduler_slots.CHUNK, scheduler_slots.WORKER_SHARE = 2, 1, 1
 
         # a target's invoke through the world's Lambda client; its read timeout kept for the
         # target's model (the invoke follows at once: no other process runs in between)
@@ -421,6 +422,7 @@ class SchedulerScenario(Scenario):
                 yield
         finally:
             scheduler_index.LANES, scheduler_slots.CHUNK, scheduler_slots.RECORD_ATTEMPTS = saved
+            scheduler_slots.WORKER_SHARE = share
             scheduler_slots._target_lambda = targets  # type: ignore[assignment]
             scheduler_slots.beside = keeper  # type: ignore[assignment]
             metrics.emit = emit  # type: ignore[assignment]
