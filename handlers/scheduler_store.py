@@ -49,11 +49,12 @@ def expiry(item: Item, now: float) -> int | None:
 
 
 def _expiring(update: str, values: dict[str, Any], expires_at: int | None) -> str:
-    """`update` (a SET clause first) also setting the expiry, if any."""
+    """`update` ("SET ... REMOVE ...") also setting the expiry, if any, last of its SET."""
     if expires_at is None:
         return update
     values[":expires"] = {"N": str(expires_at)}
-    return update.replace("SET ", f"SET {TTL_ATTRIBUTE} = :expires, ", 1)
+    sets, removes = update.split(" REMOVE ", 1) if " REMOVE " in update else (update, "")
+    return f"{sets}, {TTL_ATTRIBUTE} = :expires" + (f" REMOVE {removes}" if removes else "")
 
 
 def _refused(exc: ClientError) -> bool:

@@ -1036,7 +1036,7 @@ def writes(call: Any, key: str | None, status: str) -> bool:
         and key in (None, call.params.get("Key", {}).get("pk", {}).get("S"))
     ):
         return False
-    assigned = re.search(r"SET #s = (:\w+)", str(call.params.get("UpdateExpression", "")))
+    assigned = re.search(r"(?:SET|,) #s = (:\w+)", str(call.params.get("UpdateExpression", "")))
     values = call.params.get("ExpressionAttributeValues", {})
     return assigned is not None and values.get(assigned.group(1), {}).get("S") == status
 
