@@ -502,9 +502,7 @@ def test_a_throttle_past_its_attempts_is_retried_until_the_invocations_deadline(
         )
 
 
-@pytest.mark.parametrize(
-    ("share", "shards"), [(4, [(0, 3), (1, 3), (2, 3)]), (100, [(0, 1)])]
-)
+@pytest.mark.parametrize(("share", "shards"), [(4, [(0, 3), (1, 3), (2, 3)]), (100, [(0, 1)])])
 def test_a_large_slot_fans_out_by_shard_and_fires_each_once(
     config: SchedulerSettings,
     sent: list[tuple[str, float]],
@@ -1199,5 +1197,5 @@ def test_a_large_slots_latenesses_take_a_line_per_hundred(
     lines = [json.loads(out) for out in capsys.readouterr().out.splitlines()]
     # EMF takes at most 100 values of a metric a line: 100, 100, 50, every one kept
     assert [len(line["LatenessMs"]) for line in lines] == [100, 100, 50]
-    assert sum((line["LatenessMs"] for line in lines), []) == list(range(250))
+    assert [ms for line in lines for ms in line["LatenessMs"]] == list(range(250))
     assert [line.get("Fired") for line in lines] == [250, None, None]
