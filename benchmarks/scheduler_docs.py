@@ -65,6 +65,9 @@ def cost_md(text: str) -> str:
         r"at 100 a second\n\$[0-9.]+,": f"at 100 a second\n{_money(hundred)},",
         r"second's 100 messages: \$[0-9.]+\)": "second's 100 messages: "
         f"{_money(m.firing_parts(m.SLOT, 100.0)['workers'])})",
+        r"Registering: \$[0-9.]+ per million": f"Registering: {_money(batch)} per million",
+        r"PutItem's 2 write units\), \$[0-9.]+ one POST each": "PutItem's 2 write units), "
+        f"{_money(single)} one POST each",
         r"about [0-9.]+ ms of CPU": f"about {m.MEASURED['cpu_per_call'] * 1000:.1f} ms of CPU",
         r"so at most about [0-9,]+ a run": f"so at most about "
         f"{round(m.sweep_moves_a_run(), -5):,.0f} a run",

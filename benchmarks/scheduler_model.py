@@ -89,10 +89,19 @@ PER_MESSAGE = Counts(
 # batch's other messages of the same second).
 STARTER_BATCH = 25
 STARTER_SECONDS = 0.1
-STREAM_STARTER = (LAMBDA_REQUEST + 0.25 * STARTER_SECONDS * GB_SECOND) / STARTER_BATCH
+STARTER_INVOCATION = LAMBDA_REQUEST + 0.25 * STARTER_SECONDS * GB_SECOND
+STREAM_STARTER = STARTER_INVOCATION / STARTER_BATCH
 REGISTRATION = {
-    # one POST: the request, the API function (256 MB, ~50 ms), PutItem (table + index)
-    "one POST each": API_REQUEST + LAMBDA_REQUEST + 0.25 * 0.05 * GB_SECOND + 2 * WRITE_UNIT,
+    # one POST: the request, the API function (256 MB, ~50 ms), PutItem (table + index);
+    # its stream record reaches the starter about alone (Lambda polls a shard four times a
+    # second: "Using AWS Lambda with Amazon DynamoDB"), an invocation where firing counts
+    # a 25th of one
+    "one POST each": API_REQUEST
+    + LAMBDA_REQUEST
+    + 0.25 * 0.05 * GB_SECOND
+    + 2 * WRITE_UNIT
+    + STARTER_INVOCATION
+    - STREAM_STARTER,
     # POST /messages/batch of 100: a hundredth of the request and invocation (~0.4 s)
     "batches of 100": (API_REQUEST + LAMBDA_REQUEST + 0.25 * 0.4 * GB_SECOND) / 100
     + 2 * WRITE_UNIT,
@@ -154,6 +163,9 @@ SCHEDULER_ALARMS = 7
 MONITORING_MONTH = SCHEDULER_METRICS * 0.30 + SCHEDULER_ALARMS * 0.10 + 3.00
 SECONDS_A_MONTH = 30 * 24 * 3600
 RETENTION_DAYS = 7  # SchedulerArgs.retention_days' default
+# DynamoDB deletes an expired item "within a few days" of its expiry, and bills it until
+# then ("Working with expired items"): two days counted
+TTL_LAG_DAYS = 2
 # A Lambda cold start's INIT, billed since 1 August 2025 like the invoke (AWS Compute
 # Blog, "AWS Lambda standardizes billing for INIT Phase"): the handlers import lazily.
 INIT_SECONDS = 0.5
@@ -178,7 +190,7 @@ def all_in(
     shared by a month's messages, and the default sweep's share."""
     per_slot = max(1.0, per_second)
     table_writes = 3  # registration, claim, final status: one table write each
-    kept_months = retention_days / 30
+    kept_months = (retention_days + TTL_LAG_DAYS) / 30 if retention_days else 0.0
     parts = {
         "firing": firing_cost(SLOT, per_second),
         "registration": REGISTRATION["batches of 100"],

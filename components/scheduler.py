@@ -245,6 +245,13 @@ class SchedulerArgs:
             )
         if self.retention_days < 0:
             raise ValueError(f"retention_days must be 0 or more, not {self.retention_days}")
+        if 0 < self.retention_days * 86400 <= self.late_tolerance_seconds:
+            # a registration replayed after its record expired must find its time passed
+            # beyond the tolerance (refused), never register the message again
+            raise ValueError(
+                f"retention_days ({self.retention_days}) must be longer than "
+                f"late_tolerance_seconds ({self.late_tolerance_seconds})"
+            )
         if self.sweep_period_minutes < 1:  # EventBridge's rate() takes a positive integer
             raise ValueError(
                 f"sweep_period_minutes must be 1 or more, not {self.sweep_period_minutes}"
@@ -333,6 +340,7 @@ class Scheduler(Component):
             "receiverTable": self.receiver_table.name if self.receiver_table else None,
             "receipts": receipts,
             "receiptDays": args.audit.receipt_days if args.audit else 30,
+            "retentionDays": args.retention_days,
             "redeliver": args.redeliver,
         }
         if args.audit is not None:

@@ -373,6 +373,13 @@ def _scheduler(outputs: Mapping[str, Any], client: Clients, report: Report, now:
             f"DONE messages published before {_iso(kept)} not checked against receipts: "
             f"the receivers keep them {outputs['receiptDays']} days"
         )
+    # So do the messages (retention_days past their end; outputs of 0.4 name none)
+    retention = float(outputs.get("retentionDays") or 0)
+    if retention and (report.since is None or report.since < now - retention * 86400):
+        report.limits.append(
+            f"messages ended before {_iso(now - retention * 86400)} may be gone (the table "
+            f"keeps them {retention:g} days): those are not checked"
+        )
     resent = set(outputs["redeliver"] or ())
     _received(ddb, table, receipts, resent, report, max(report.since or kept, kept))
 
@@ -388,8 +395,8 @@ def _received(
     """Each DONE message published from `since` (its receipt still kept) to the grace,
     against its receiver's record of it (a channel without receipts: its target's answer
     is all there is). A scan of the messages
-    table: ended messages leave the status index, and the table keeps them (no TTL), so
-    each run reads all of them (docs/cost.md)."""
+    table: ended messages leave the status index, and the table keeps them for its
+    retention (`retentionDays`), so each run reads all it keeps (docs/cost.md)."""
     from exactly_once.handlers.scheduler_index import KEY_PREFIX, Status
 
     values: dict[str, Any] = {

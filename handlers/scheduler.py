@@ -303,10 +303,13 @@ def transition(
     unsent: bool = False,
 ) -> bool:
     """Set status `new` if the status is one of `expected` (and, `unsent`, no send of it
-    was counted: one may have reached its target); False otherwise."""
+    was counted: one may have reached its target); False otherwise. An end expires by the
+    retention registered with the message (its time and retention never change: read
+    before the write, they are the write's)."""
     expires = None
-    if new in ENDED and config.retention_days:
-        expires = int(time.time() + config.retention_days * 86400)
+    if new in ENDED:
+        item = read_item(config, message_id)
+        expires = scheduler_store.expiry(item, time.time()) if item else None
     return scheduler_store.move(_ddb(), config.table, message_id, expected, new, unsent, expires)
 
 
@@ -433,7 +436,7 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
     """Records arrive filtered to STANDBY images (components/scheduler.py: STREAM_FILTERS).
     A failure raises, so the event source mapping retries and bisects the batch; starting
     again is harmless (same name)."""
-    outcomes = []
+    outcomes, ids = [], []
     for record in event.get("Records", []):
         change = record.get("dynamodb", {})
         image = change.get("NewImage") or {}
@@ -441,5 +444,7 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
             written = change.get("ApproximateCreationDateTime")
             when = float(written) if isinstance(written, int | float) else None
             outcomes.append(start(config, image, context, written=when).status)
-    log("INFO", "records started", **collections.Counter(outcomes))
+            ids.append(image["id"]["S"])
+    # one line for the batch: its messages (which a search for one finds) and the outcomes
+    log("INFO", "records started", ids=ids, **collections.Counter(outcomes))
     return {"outcomes": outcomes}

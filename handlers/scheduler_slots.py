@@ -189,7 +189,7 @@ def _client(service: str) -> Any:
 
     sends = DYNAMODB_SENDS if service == "dynamodb" else DELIVERY_SENDS
     config = Config(
-        max_pool_connections=THREADS * 2,
+        max_pool_connections=2 * WORKER_SHARE,  # (a worker's threads: `fire`'s pool)
         read_timeout=900 if service == "lambda" else 60,
         # an invoke waited on for minutes keeps its connection (a NAT gateway drops one
         # idle for 350 s)
@@ -356,7 +356,7 @@ def _target_lambda(read_timeout: int) -> Any:
     from botocore.config import Config
 
     config = Config(
-        max_pool_connections=THREADS * 2,
+        max_pool_connections=2 * WORKER_SHARE,  # (a worker's threads: `fire`'s pool)
         read_timeout=read_timeout,
         connect_timeout=MIN_SEND_SECONDS,  # (a connection not made is a send not made)
         tcp_keepalive=True,
@@ -958,9 +958,11 @@ def fire(
     FAILED, UNRECORDED, NOT_CLAIMED: a claim that kept failing, skipped: cancelled, or
     claimed by another). `me`: this attempt (`claimant`); its claims are held a minute at
     a time (`Keeper`), never past `lease`, this invocation's end. `retried`: a later
-    attempt of the slot's Fire, or a restart of a slot that failed: it also takes up FIRING
-    messages whose claimant's lease ended, waiting (within its own time) for an earlier
-    attempt's to end. `deadline`:
+    attempt of the slot's Fire, or a restart of a slot that failed: it also reads the
+    FIRING lanes 0.4 left, and waits (within its own time) for an earlier attempt's live
+    leases to end. Any attempt takes up a FIRING message it reads (FIRING is listed in the
+    STANDBY lanes) whose claimant's lease ended, under the same send budget and resend
+    rule as a retry's takeover. `deadline`:
     until when a throttled delivery may be retried. `only`: a slot of one, that message
     (claimed by its key: no index read, so nothing for the index to miss)."""
     lease = lease if lease is not None else time.time() + SLOT_SECONDS
@@ -1083,6 +1085,8 @@ def fire(
         raise
     finally:
         keeper.stop()  # (every message recorded, released, or given back below)
+        # what this invocation ended, even when it fails now: no retry ends those again
+        emit_metrics(slot, counts, lateness, late)
         # An invocation failing between its claims and their sends gives back the rest
         # (after every thread has stopped: none of them is sending); so does a claim whose
         # every answer was lost (it may have landed: `release` is ours only if it did).
@@ -1096,7 +1100,6 @@ def fire(
     if counts["NOT_CLAIMED"]:
         log("WARNING", "claims failed: the slot's retry takes them up", slot=slot)
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
-    emit_metrics(slot, counts, lateness, late)
     if counts["UNRECORDED"]:  # who: StatusNotRecorded names them, for the sweep
         return {**counts, "unrecorded_by": [me]}
     return dict(counts)

@@ -43,9 +43,16 @@ def kept_for(item: Item) -> float | None:
 
 
 def expiry(item: Item, now: float) -> int | None:
-    """When a message ending `now` expires (`kept_for`), if ever."""
+    """When a message ending `now` expires (`kept_for`), if ever: that long past its end or
+    its time, whichever is later. A registration replayed under its key after the record
+    is gone must find its time long past (refused, never a second message): a message
+    cancelled weeks ahead of its time is kept until then, and its retention beyond
+    (longer than the late tolerance, as SchedulerArgs checks)."""
     keep = kept_for(item)
-    return int(now + keep) if keep else None
+    if not keep:
+        return None
+    publish_at = float(item.get("publish_at", {}).get("N", 0))
+    return int(max(now, publish_at) + keep) + 1
 
 
 def _expiring(update: str, values: dict[str, Any], expires_at: int | None) -> str:

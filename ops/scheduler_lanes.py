@@ -112,7 +112,9 @@ def settle(
     seconds (`settleable`'s keepForSeconds; None: for ever), or MessageRefused when it was
     not FIRING and unrecorded when written (moved on since it was read)."""
     ddb = client("dynamodb")
-    expires = int(time.time() + keep_for) if keep_for else None
+    # (a FIRING message's time has passed: kept `keep_for` past this end, as
+    # scheduler_store.expiry keeps any)
+    expires = int(time.time() + keep_for) + 1 if keep_for else None
     found = scheduler_store.settle(ddb, table, message_id, status, error, at, expires)
     if found is not None:
         _settleable(table, message_id, found)  # (says what it was)

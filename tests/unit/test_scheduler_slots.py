@@ -1135,12 +1135,13 @@ def test_an_ended_message_expires_its_retention_past_its_end_and_0_keeps_it(
     scheduler.cancel(config, waiting["id"])
     scheduler.cancel(kept, forever["id"])
     # THEN each ended record carries its expiry (the table's TTL attribute), a week past
-    # its end; the one registered and cancelled under 0 none
-    for message_id in (fired, waiting["id"]):
+    # its end or its time, whichever is later (a replay of its registration after that
+    # finds the time long past: refused); the one registered and cancelled under 0 none
+    for message_id, base in ((fired, time.time()), (waiting["id"], waiting["publishTime"])):
         item = scheduler.read_item(config, message_id)
         assert item is not None and item["status"]["S"] in ("DONE", "CANCELLED")
         expires = float(item[scheduler_store.TTL_ATTRIBUTE]["N"])
-        assert time.time() + 7 * day - 60 < expires <= time.time() + 7 * day
+        assert base + 7 * day - 60 < expires <= base + 7 * day + 1
     item = scheduler.read_item(config, forever["id"])
     assert item is not None and scheduler_store.TTL_ATTRIBUTE not in item
     assert scheduler_store.KEEP_FOR not in item
@@ -1199,3 +1200,29 @@ def test_a_large_slots_latenesses_take_a_line_per_hundred(
     assert [len(line["LatenessMs"]) for line in lines] == [100, 100, 50]
     assert [ms for line in lines for ms in line["LatenessMs"]] == list(range(250))
     assert [line.get("Fired") for line in lines] == [250, None, None]
+
+
+def test_a_slot_that_fails_after_its_deliveries_still_emits_what_it_ended(
+    config: SchedulerSettings,
+    sent: list[tuple[str, float]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # GIVEN a slot of two messages, the second's firing failing unexpectedly
+    slot, ids = due_slot(config, [0.1, 0.5])
+    fire_one = scheduler_slots.fire_one
+
+    def second_fails(table: str, item: dict[str, Any], *args: Any) -> Any:
+        if item["id"]["S"] == ids[1]:
+            raise RuntimeError("boom")
+        return fire_one(table, item, *args)
+
+    monkeypatch.setattr(scheduler_slots, "fire_one", second_fails)
+    monkeypatch.delenv("METRICS_DISABLED", raising=False)
+    capsys.readouterr()
+    # WHEN it fires, and fails
+    with pytest.raises(RuntimeError, match="boom"):
+        scheduler_slots.fire(config.table, slot, "execution-1")
+    # THEN the one it ended is counted all the same (a retry never ends it again)
+    [line] = [json.loads(out) for out in capsys.readouterr().out.splitlines() if "_aws" in out]
+    assert line["Fired"] == 1 and len(line["LatenessMs"]) == 1
