@@ -71,7 +71,7 @@ class SchedulerSettings(Settings):
     retention_days: int = 7
     """How long an ended message's record is kept (GET answers it, a replayed registration
     finds it): written on each message, DynamoDB's TTL removes it that long after its end
-    (scheduler_store.expiry); 0 keeps it for ever."""
+    or its time, whichever is later (scheduler_store.expiry); 0 keeps it for ever."""
 
 
 # -- validation ------------------------------------------------------------------------
