@@ -985,7 +985,7 @@ def fire(
     books = threading.Lock()  # (the two reads fire side by side)
     # a thread per message of each read (a worker's share, past THREADS): the second read's
     # never wait for the first's
-    pool = concurrent.futures.ThreadPoolExecutor(2 * min(max(THREADS, len(ids)), WORKER_SHARE))
+    pool = concurrent.futures.ThreadPoolExecutor(2 * max(THREADS, min(len(ids), WORKER_SHARE)))
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
 
     def fire_these(ids: list[str]) -> None:
