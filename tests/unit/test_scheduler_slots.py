@@ -607,7 +607,8 @@ def test_the_status_index_spreads_messages_over_lanes_and_forgets_ended_ones(
 
     # GIVEN 200 messages registered for the same instant, one of them cancelled
     publish = time.time() + 30
-    ids = [register(config, publish)["id"] for _ in range(200)]
+    # (by their Idempotency-Keys: the same ids every run, not uuids' luck)
+    ids = [register(config, publish, f"spread-{i}")["id"] for i in range(200)]
     scheduler.cancel(config, ids[0])
     items = [scheduler.read_item(config, i) for i in ids]
     # THEN they spread over every lane of STANDBY (no partition holds more than ~2x its share)
