@@ -478,13 +478,15 @@ def model_rows() -> list[str]:
     alt = "(one execution per message)"
     rows = []
     burst = model.burst_table()
-    ours = burst[next(iter(burst))]
-    for name, row in list(burst.items())[1:]:
+    ours = ("slot clock", "warm", "new, on-demand")
+    for key, row in burst.items():
+        if key == ours:
+            continue
         rows.append(
             f"| scheduler on AWS's quotas (model): 10,000 due in one second, p50 / p99 s | "
-            f"{ours['p50']:.2f} / {ours['p99']:.2f} ({next(iter(burst))}) | "
-            f"{row['p50']:.2f} / {row['p99']:.2f} ({name}) | "
-            f"{ours['p99'] / row['p99']:.3f} |"
+            f"{burst[ours]['p50']:.2f} / {burst[ours]['p99']:.2f} ({', '.join(ours)}) | "
+            f"{row['p50']:.2f} / {row['p99']:.2f} ({', '.join(key)}) | "
+            f"{burst[ours]['p99'] / row['p99']:.3f} |"
         )
     for density, cost in model.cost_table().items():
         rows.append(
@@ -528,9 +530,22 @@ def localstack_stack() -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def commit() -> str:
+    """The commit measured: HEAD, marked when the work tree differs from it."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return f"{head}+changes" if git("status", "--porcelain", "--untracked-files=no") else head
+
+
 def main() -> None:
     """All benchmarks; `run.py etl` re-runs only the ETL ones (each still a side-by-side
-    comparison within one run) and keeps the others' last figures."""
+    comparison within one run) and keeps the others' last figures, saying which commit
+    each part was measured at (`rerun`)."""
     from benchmarks import on_localstack
 
     path = ROOT / "benchmarks" / "results.json"
@@ -570,8 +585,12 @@ def main() -> None:
             "audit_memory": bench_audit_memory(),
             "localstack": on_localstack.run(localstack_stack()),
             "machine": f"{os.cpu_count()} cores; moto in-process, and LocalStack host mode",
+            "commit": commit(),
         }
+    if sys.argv[1:]:
+        results.setdefault("rerun", {})[sys.argv[1]] = commit()
     path.write_text(json.dumps(results, indent=2))
+    reruns = ", ".join(f"`{part}` at {at}" for part, at in results.get("rerun", {}).items())
     s, r, w, e = results["starter"], results["resumable"], results["sweep"], results["etl"]
     m = results["etl_memory"]
     nd, pt = s["name_dedup"], s["powertools_lock"]
@@ -589,6 +608,10 @@ def main() -> None:
         "Reproduce: `bash scripts/bench` (starts LocalStack, deploys the `local` stack, runs",
         "`benchmarks/run.py`, which writes `results.json` and this file).",
         f"Machine: {results['machine']}. Ratios are ours / the alternative, measured in the same run.",
+        f"Measured at commit {results.get('commit', 'unknown')}"
+        + (f"; re-run since: {reruns}." if reruns else "; every row from that run.")
+        + " Rows marked (model) are computed by `benchmarks/scheduler_model.py` from the"
+        " measured inputs (`bash scripts/bench cpu`), not measured here.",
         "",
         "| benchmark | ours | alternative | ratio |",
         "|---|---|---|---|",

@@ -40,6 +40,8 @@ def cost_md(text: str) -> str:
     text = _table(
         text, "| messages a second | firing | registration | logs | storage", m.all_in_rows()
     )
+    text = _table(text, "| clock | functions | table | p50", m.burst_rows())
+    text = _table(text, "| memory, MB | first | p99", m.memory_rows())
     text = _table(
         text,
         "| period, minutes | runs a month",

@@ -108,9 +108,11 @@ REGISTRATION = {
 }
 
 
-# A worker (1,769 MB) of a second past CHUNK messages, billed as the slot is: from the
-# slot's wake to its read once the second is over, and the status writes after it.
-WORKER = LAMBDA_REQUEST + (scheduler_slots.LEAD_SECONDS + 1.2) * 1.769 * GB_SECOND
+# A worker (1,769 MB) of a second past CHUNK messages, invoked WORKER_LEAD_SECONDS before
+# its second and billed until its share's last message (due at the second's end) is
+# delivered and recorded, about 50 ms more (it does not read again: its slot does).
+WORKER_SECONDS = scheduler_slots.WORKER_LEAD_SECONDS + 1.05
+WORKER = LAMBDA_REQUEST + WORKER_SECONDS * 1.769 * GB_SECOND
 
 
 def firing_parts(counts: Counts, per_second: float) -> dict[str, float]:
@@ -121,7 +123,9 @@ def firing_parts(counts: Counts, per_second: float) -> dict[str, float]:
     executions = counts.executions_per_message or 1 / per_slot
     workers = 0
     if counts is SLOT and per_slot > scheduler_slots.CHUNK:
-        workers = min(scheduler_index.LANES, math.ceil(per_slot / scheduler_slots.WORKER_SHARE))
+        workers = min(
+            scheduler_slots.MAX_WORKERS, math.ceil(per_slot / scheduler_slots.WORKER_SHARE)
+        )
     invocation = LAMBDA_REQUEST + counts.seconds_per_invocation * counts.memory_gb * GB_SECOND
     return {
         "transitions": executions * counts.transitions_per_execution * TRANSITION,
@@ -368,53 +372,67 @@ def slot_burst(
     slot_vcpu: float = SLOT_VCPU,
 ) -> list[float]:
     """Lateness of each of `n` messages due in one second (spread evenly over it) fired by
-    one slot clock: woken LEAD_SECONDS ahead, the slot function (cold) reads the index
-    and fires up to `chunk` messages itself, or gives a share of the lanes to each of up to
-    LANES workers (cold, a vCPU each), which claim their share and deliver each at its time
-    with `threads` threads, as far as their CPU goes (three AWS calls a message). Claims
-    are limited by the table's and the index's write rates and the index's partitions."""
+    one slot clock: woken LEAD_SECONDS ahead, the slot function reads the index and fires
+    up to `chunk` messages itself, or hands each of up to MAX_WORKERS workers (a vCPU each)
+    its share of the ids, invoking them one after another (a TLS connection and a call
+    each, of the slot's CPU) WORKER_LEAD_SECONDS before the second, or at once when the
+    claims need longer at a new table's rate. Each claims its share in publish order and
+    delivers each message at its time once claimed (`fire`: a thread per message, its
+    claim then its delivery), as far as its threads and its CPU go (three AWS calls a
+    message); every worker's claims share the table's write rate. `latency` says whether
+    the functions start cold (its cold_start and init_cpu; zero for warm ones)."""
     wake = -float(scheduler_slots.LEAD_SECONDS)
     read = latency.read_page * max(1, math.ceil(n * 80 / 1_000_000))
 
-    def connecting(messages: int) -> float:
-        # a cold function's connections: one per lane read, one per claiming thread
-        return (scheduler_index.LANES + min(messages, threads)) * latency.connect_cpu
+    def pool(messages: int) -> int:  # scheduler_slots.fire's threads
+        return 2 * max(threads, min(messages, scheduler_slots.WORKER_SHARE))
 
-    start = wake + latency.cold_start + latency.init_cpu / slot_vcpu + read
-    workers, share_vcpu = 1, slot_vcpu
+    # woken, started, its lanes read over a connection each
+    ready = wake + latency.cold_start + latency.init_cpu / slot_vcpu + read
+    ready += scheduler_index.LANES * latency.connect_cpu / slot_vcpu
     if n > chunk:
-        workers = min(scheduler_index.LANES, math.ceil(n / scheduler_slots.WORKER_SHARE))
-        share_vcpu = WORKER_VCPU
-        start += (latency.init_cpu + scheduler_index.LANES * latency.connect_cpu) / slot_vcpu
+        workers = min(scheduler_slots.MAX_WORKERS, math.ceil(n / scheduler_slots.WORKER_SHARE))
         if workers + 1 > quotas.lambda_concurrency:
             raise ValueError("more workers than the account's concurrency")
-        # their cold start (past lambda_scaling new environments, the next 10 s) and read
-        start += latency.cold_start + read + 10.0 * ((workers - 1) // quotas.lambda_scaling)
-        start += latency.init_cpu / WORKER_VCPU
-    share = math.ceil(n / workers)
-    start += connecting(share) / share_vcpu
-    # the claims, then the deliveries: the claims take the slowest of the threads, the CPU
-    # and the table's and the index's write rates; the final status writes come after each
-    # delivery, off the delivering threads (their CPU counted with the delivery's)
-    rate = quotas.claims_per_second()
-    claiming = max(
-        math.ceil(share / threads) * latency.write,
-        share * latency.cpu_per_call / share_vcpu,
-        n / rate,
-    )
-    claimed = start + claiming
+        lead = max(scheduler_slots.WORKER_LEAD_SECONDS, n / scheduler_slots.NEW_TABLE_WRITES)
+        invoking = max(ready, -lead)
+        per_invoke = (latency.connect_cpu + latency.cpu_per_call) / slot_vcpu
+        starts = [
+            invoking
+            + (k + 1) * per_invoke
+            + latency.cold_start
+            + latency.init_cpu / WORKER_VCPU
+            # (past lambda_scaling new environments, the next 10 s)
+            + 10.0 * (k // quotas.lambda_scaling)
+            for k in range(workers)
+        ]
+        share_vcpu = WORKER_VCPU
+    else:
+        workers, starts, share_vcpu = 1, [ready], slot_vcpu
+    threads_each = pool(math.ceil(n / workers))
+    table_start = min(starts)
+    per_claim_cpu = latency.cpu_per_call / share_vcpu
     per_delivery_cpu = 2 * latency.cpu_per_call / share_vcpu
-    lateness = []
+    lateness: list[float] = []
     due = [i / n for i in range(n)]
-    for worker in range(workers):
-        free = [claimed] * threads
-        heapq.heapify(free)
-        cpu = claimed
-        for at in due[worker::workers]:
-            begin = max(at, heapq.heappop(free), cpu)
-            cpu = begin + per_delivery_cpu
-            heapq.heappush(free, begin + latency.deliver)
-            lateness.append(begin + latency.deliver - at)
+    for worker, start in enumerate(starts):
+        mine = due[worker::workers]
+        # each claiming thread's connection, then the claims (a thread each, submitted in
+        # publish order): each its CPU, its round trip, and its turn at the table (the
+        # shares' claims interleave by publish time: message worker + j * workers overall)
+        cpu = start + min(len(mine), threads_each) * latency.connect_cpu / share_vcpu
+        claimed = []
+        for j in range(len(mine)):
+            cpu += per_claim_cpu
+            turn = table_start + (worker + j * workers + 1) / quotas.claims_per_second()
+            claimed.append(max(cpu + latency.write, turn))
+        # each delivery at its time once claimed, its thread's, after the claims' CPU (a
+        # thread waiting for its time takes none; a delivery due while claims still run
+        # waits its turn)
+        for at, ready in zip(mine, claimed, strict=True):
+            sending = max(at, ready, cpu)
+            cpu = sending + per_delivery_cpu
+            lateness.append(sending + latency.deliver - at)
     return sorted(lateness)
 
 
@@ -471,18 +489,45 @@ def quantile(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
-def burst_table(n: int = 10_000) -> dict[str, dict[str, float]]:
-    """p50, p99 and max lateness, seconds, of a burst of `n`, per path and index layout."""
-    warm = Quotas(table_writes=12_000)
-    rows = {
-        "slot clock, table warm for the burst": slot_burst(n, warm),
-        "slot clock, new on-demand table": slot_burst(n, Quotas()),
-        "one execution per message, table warm": per_message_burst(n, warm),
-    }
+# Functions that have run within minutes (a scheduler in use: Lambda keeps an environment
+# between invocations) start without their cold start and imports.
+WARM = dataclasses.replace(Latencies(), cold_start=0.0, init_cpu=0.0)
+# A table that has served the burst's rate before (or pre-warmed to it: "Pre-warming a
+# table for on-demand capacity mode"), and a new on-demand table (4,000 writes a second).
+TABLES = {"warm for the burst": Quotas(table_writes=12_000), "new, on-demand": Quotas()}
+
+
+def burst_table(n: int = 10_000) -> dict[tuple[str, str, str], dict[str, float]]:
+    """p50, p99 and max lateness, seconds, of a burst of `n` due in one second, by
+    (clock, functions warm or cold, table)."""
+    rows = {}
+    for table, quotas in TABLES.items():
+        for functions, latency in (("warm", WARM), ("cold", Latencies())):
+            rows["slot clock", functions, table] = slot_burst(n, quotas, latency)
+    rows["one execution per message", "cold", "warm for the burst"] = per_message_burst(
+        n, TABLES["warm for the burst"]
+    )
     return {
-        name: {"p50": quantile(v, 0.5), "p99": quantile(v, 0.99), "max": v[-1]}
-        for name, v in rows.items()
+        key: {"p50": quantile(v, 0.5), "p99": quantile(v, 0.99), "max": v[-1]}
+        for key, v in rows.items()
     }
+
+
+def burst_rows(n: int = 10_000) -> list[str]:
+    """docs/cost.md, "The scheduler in a burst"."""
+    return [
+        f"| {clock} | {functions} | {table} | {row['p50']:.2f} | **{row['p99']:.2f}** | "
+        f"{row['max']:.2f} |"
+        for (clock, functions, table), row in burst_table(n).items()
+    ]
+
+
+def memory_rows() -> list[str]:
+    """docs/cost.md, the slot function's memory."""
+    return [
+        f"| {memory} | {row['first']:.2f} | {row['p99']:.2f} | {row['dollars_at_10_per_s']:.2f} |"
+        for memory, row in memory_table().items()
+    ]
 
 
 # -- the slot function's memory ---------------------------------------------------------------

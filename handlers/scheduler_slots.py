@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.handlers import metrics, scheduler_index, scheduler_store, timestamps
+from exactly_once.handlers import metrics, scheduler_store, timestamps
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
 from exactly_once.handlers.scheduler_index import PATTERN, Status, due, lanes
@@ -64,16 +64,28 @@ JOIN_MARGIN_SECONDS = 1  # the index's catch-up before the slot reads it
 FIRST_READ, WORKERS = "slot-first-read", "slot-workers"
 # Messages the slot function fires itself; a larger slot fans out to the workers function
 # (same code, more memory: Lambda allots CPU by memory, and each message costs three AWS
-# calls of CPU), one worker per share of the lanes.
+# calls of CPU), handing each worker its share of the ids it read.
 CHUNK = 50
 # Messages a worker fires (a whole vCPU, 1,769 MB: three AWS calls of CPU a message, about
 # 2 ms each over TLS as benchmarks/measured.py finds: 0.6 s of a second for 100); a slot
-# of up to 100 a worker, of 101 to 200 two, at most one per lane.
+# of up to 100 a worker, of 101 to 200 two, at most MAX_WORKERS (past 6,400 a second they
+# share more each).
 WORKER_SHARE = 100
-# Concurrent claims and deliveries per invocation: one per message of a chunk, so a slow
-# Lambda target (invoked synchronously: its answer decides DONE or FAILED) delays only its
-# own message, up to CHUNK messages an invocation (800 a second over 16 workers); past
-# that a worker's share queues behind its threads.
+MAX_WORKERS = 64
+# Workers are invoked this long before their second, not at the slot's wake (LEAD_SECONDS
+# ahead): time for a cold one to start (about 0.6 s), import (0.25 s of its vCPU) and claim
+# its share (0.23 s of CPU for 100). A worker's billed time is most of what it costs, and
+# it would spend the rest of the lead waiting; a late one makes its messages late, never
+# early or twice. A slot whose claims would take longer than that at a new on-demand
+# table's write rate (4,000 units a second until it has served more: DynamoDB developer
+# guide, "Pre-warming a table for on-demand capacity mode") invokes them at once.
+WORKER_LEAD_SECONDS = 1.2
+NEW_TABLE_WRITES = 4000
+# Concurrent claims and deliveries per read: one per message of a chunk, so a slow Lambda
+# target (invoked synchronously: its answer decides DONE or FAILED) delays only its own
+# message; a worker has a thread for each of its share, up to WORKER_SHARE (`fire`'s pool:
+# twice that, the slot's second read beside its first), 12,800 a second over 64 workers;
+# past that a worker's share queues behind its threads.
 THREADS = CHUNK
 SLOT_PREFIX = "slot-"
 # A delivery's throttles are retried (`deliver`), never taken for a refusal.
@@ -211,7 +223,8 @@ def members(
     table: str, slot: int, statuses: tuple[str, ...], shard: int = 0, of: int = 1
 ) -> list[str]:
     """Ids of the slot's messages in `statuses`, in this shard's lanes (shard i of n takes
-    lanes i, i + n, ...), by publish time. One Query per lane, side by side."""
+    lanes i, i + n, ...: a worker of an earlier release's slot, which handed out lanes, not
+    ids), by publish time. One Query per lane, side by side."""
     # (each lane once: FIRING messages are listed in the STANDBY lanes)
     wanted = list(dict.fromkeys(lane for status in statuses for lane in lanes(status, shard, of)))
     ddb = _client("dynamodb")
@@ -951,10 +964,11 @@ def fire(
     retried: bool = False,
     deadline: float | None = None,
     lease: float | None = None,
-    only: str | None = None,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
     """Fire the slot's messages of this shard (shard 0 of 1: the whole slot, fanned out to
-    `invoke`d workers past CHUNK messages, at most one per lane); counts by outcome (DONE,
+    `invoke`d workers past CHUNK messages, each handed its share of the ids read, while this
+    invocation reads again once the second is over); counts by outcome (DONE,
     FAILED, UNRECORDED, NOT_CLAIMED: a claim that kept failing, skipped: cancelled, or
     claimed by another). `me`: this attempt (`claimant`); its claims are held a minute at
     a time (`Keeper`), never past `lease`, this invocation's end. `retried`: a later
@@ -963,16 +977,18 @@ def fire(
     leases to end. Any attempt takes up a FIRING message it reads (FIRING is listed in the
     STANDBY lanes) whose claimant's lease ended, under the same send budget and resend
     rule as a retry's takeover. `deadline`:
-    until when a throttled delivery may be retried. `only`: a slot of one, that message
-    (claimed by its key: no index read, so nothing for the index to miss)."""
+    until when a throttled delivery may be retried. `only`: these messages, claimed by
+    their keys (no index read: a slot of one, whose message the index cannot miss; or a
+    worker's share, its slot reading again)."""
     lease = lease if lease is not None else time.time() + SLOT_SECONDS
     keeper = Keeper(table, me, lease)
     statuses = (Status.STANDBY, Status.FIRING) if retried else (Status.STANDBY,)
-    ids = [only] if only else members(table, slot, statuses, shard, of)
-    if len(ids) > CHUNK and invoke is not None:
-        workers = min(scheduler_index.LANES, math.ceil(len(ids) / WORKER_SHARE))
-        return _fan_out(table, slot, me, workers, invoke, retried, lease)
-    counts: collections.Counter[str] = collections.Counter()
+    ids = list(only) if only is not None else members(table, slot, statuses, shard, of)
+    fans_out = invoke is not None and len(ids) > CHUNK
+    counts: collections.Counter[str] = collections.Counter()  # this invocation's own
+    shared: collections.Counter[str] = collections.Counter()  # its workers'
+    unrecorded_by: list[str] = []  # claimants whose deliveries' statuses did not land
+    failed: list[BaseException] = []  # its workers' failures
     held: dict[str, float] = {}  # held by another claimant's live lease: until when
     seen: set[str] = set()
     taken: set[str] = set()
@@ -985,7 +1001,8 @@ def fire(
     books = threading.Lock()  # (the two reads fire side by side)
     # a thread per message of each read (a worker's share, past THREADS): the second read's
     # never wait for the first's
-    pool = concurrent.futures.ThreadPoolExecutor(2 * max(THREADS, min(len(ids), WORKER_SHARE)))
+    fired_here = 0 if fans_out else len(ids)
+    pool = concurrent.futures.ThreadPoolExecutor(2 * max(THREADS, min(fired_here, WORKER_SHARE)))
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
 
     def fire_these(ids: list[str]) -> None:
@@ -993,32 +1010,6 @@ def fire(
             ids = [i for i in ids if i not in in_hand]
             in_hand.update(ids)
             seen.update(ids)
-
-        def claim_held(message_id: str) -> Claim | Exception:
-            # held from the moment it lands, its lease as written
-            answer = claim_once(table, message_id, me, keeper.lease, deadline)
-            if not isinstance(answer, Exception) and answer.item is not None:
-                keeper.hold(message_id, float(answer.item["lease"]["N"]))
-            return answer
-
-        claims = list(pool.map(claim_held, ids))
-        claimed = []
-        with books:
-            for message_id, answer in zip(ids, claims, strict=True):
-                if isinstance(answer, Exception):
-                    refused.add(message_id)
-                    in_hand.discard(message_id)  # (a later read may try again)
-                    continue
-                refused.discard(message_id)  # a definite answer, after an earlier read's error
-                if answer.item is not None:
-                    held.pop(message_id, None)
-                    taken.add(message_id)
-                    claimed.append(answer.item)
-                elif answer.held_until is not None:
-                    held[message_id] = answer.held_until
-                if answer.item is None:
-                    in_hand.discard(message_id)  # (not ours: a later read may try again)
-        claimed.sort(key=lambda c: float(c["publish_at"]["N"]))
 
         def fire_held(item: dict[str, Any]) -> concurrent.futures.Future[str]:
             future = fire_one(table, item, recorder, me, deadline, handled, keeper, fired)
@@ -1033,17 +1024,49 @@ def fire(
             future.add_done_callback(done)
             return future
 
-        firing = [pool.submit(fire_held, c) for c in claimed]
+        def claim_and_fire(
+            message_id: str,
+        ) -> tuple[dict[str, Any], concurrent.futures.Future[str]] | None:
+            # Each message claimed, then fired, on its own thread: the earliest are
+            # delivered while later ones are still being claimed (a burst's claims may take
+            # longer than the lead, at a new table's write rate). Held from the moment the
+            # claim lands, its lease as written.
+            answer = claim_once(table, message_id, me, keeper.lease, deadline)
+            if not isinstance(answer, Exception) and answer.item is not None:
+                keeper.hold(message_id, float(answer.item["lease"]["N"]))
+            with books:
+                if isinstance(answer, Exception):
+                    refused.add(message_id)
+                    in_hand.discard(message_id)  # (a later read may try again)
+                    return None
+                refused.discard(message_id)  # a definite answer, after an earlier read's error
+                if answer.item is None:
+                    if answer.held_until is not None:
+                        held[message_id] = answer.held_until
+                    in_hand.discard(message_id)  # (not ours: a later read may try again)
+                    return None
+                held.pop(message_id, None)
+                taken.add(message_id)
+            return answer.item, fire_held(answer.item)
+
+        # (submitted by publish time: a worker's share past its threads queues latest last)
+        firing = [pool.submit(claim_and_fire, message_id) for message_id in ids]
         failure: BaseException | None = None
         nonlocal late
-        for item, sent in zip(claimed, firing, strict=True):  # every outcome counted, a
-            try:  # failed one's beside the others
-                outcome = sent.result().result()
+        for sent in firing:  # every outcome counted, a failed one's beside the others
+            try:
+                fired_one = sent.result()
+                if fired_one is None:
+                    continue
+                item, recorded = fired_one
+                outcome = recorded.result()
             except Exception as exc:
                 failure = failure or exc
                 continue
             with books:
                 counts[outcome] += 1
+                if outcome == "UNRECORDED" and me not in unrecorded_by:
+                    unrecorded_by.append(me)
                 if outcome == Status.DONE:
                     publish_at = float(item["publish_at"]["N"])
                     lateness.append(round((fired[item["id"]["S"]] - publish_at) * 1000))
@@ -1051,11 +1074,19 @@ def fire(
         if failure is not None:
             raise failure
 
+    def fan_out(ids: list[str]) -> None:
+        assert invoke is not None
+        answers, by, failures = _fan_out(slot, me, ids, invoke, retried, lease)
+        with books:
+            shared.update(answers)
+            unrecorded_by.extend(by)
+            failed.extend(failures)
+
     beside(keeper.run)
     try:
         # the pool stops first: a delivery still running hands its status to the recorder
         with recorder, pool:
-            if only:
+            if only is not None:
                 fire_these(ids)
             else:
                 # The index may have missed a message the first read (it lags behind the
@@ -1065,12 +1096,19 @@ def fire(
                 # beside the first read's deliveries: a slow target of the first read
                 # never holds up what the second finds.
                 with concurrent.futures.ThreadPoolExecutor(1, FIRST_READ) as reader:
-                    first = reader.submit(fire_these, ids)
+                    if fans_out:
+                        with books:  # the workers' own: the second read leaves them be
+                            in_hand.update(ids)
+                        first = reader.submit(fan_out, ids)
+                    else:
+                        first = reader.submit(fire_these, ids)
                     again = slot + 1
                     if deadline is None or again < deadline:
                         time.sleep(max(0.0, again - time.time()))
                     fire_these(members(table, slot, statuses, shard, of))
                     first.result()
+                if failed:  # (its retry takes up what they left)
+                    raise failed[0]
             if retried and held:
                 # An earlier attempt of this slot still holds these, and delivers them while
                 # it runs; should it die first, they stay FIRING until its lease (and the
@@ -1080,8 +1118,13 @@ def fire(
                     time.sleep(max(0.0, until - time.time()) + 1)
                     fire_these(sorted(held))
     except Exception as exc:
-        if counts["UNRECORDED"]:  # never retried as a plain failure: they were delivered
-            raise StatusNotRecorded(unrecorded(counts["UNRECORDED"], [me])) from exc
+        # never retried as a plain failure: they were delivered (a worker's own failure
+        # that says so, beside them)
+        said = [str(f) for f in failed if isinstance(f, StatusNotRecorded)]
+        if unrecorded_by:
+            said.insert(0, unrecorded(counts["UNRECORDED"] + shared["UNRECORDED"], unrecorded_by))
+        if said:
+            raise StatusNotRecorded(" ".join(said)) from exc
         raise
     finally:
         keeper.stop()  # (every message recorded, released, or given back below)
@@ -1100,8 +1143,9 @@ def fire(
     if counts["NOT_CLAIMED"]:
         log("WARNING", "claims failed: the slot's retry takes them up", slot=slot)
     log("INFO", "slot fired", slot=slot, shard=shard, of=of, **counts)
-    if counts["UNRECORDED"]:  # who: StatusNotRecorded names them, for the sweep
-        return {**counts, "unrecorded_by": [me]}
+    counts.update(shared)  # (each worker logged and emitted its own)
+    if unrecorded_by:  # who: StatusNotRecorded names them, for the sweep
+        return {**counts, "unrecorded_by": unrecorded_by}
     return dict(counts)
 
 
@@ -1127,20 +1171,29 @@ def emit_metrics(
 
 
 def _fan_out(
-    table: str, slot: int, me: str, of: int, invoke: Invoke, retried: bool, lease: float
-) -> dict[str, Any]:
-    """Every share to a worker (synchronously: a worker's failure fails the slot, whose
-    retry takes up what was left); this invocation only waits for them. A worker claims
-    as `me` too, holding its claims no longer than this invocation lives (`until`): its
-    function's timeout is shorter than this one's, so it is dead by the time a retry of
-    this attempt can run."""
+    slot: int, me: str, ids: list[str], invoke: Invoke, retried: bool, lease: float
+) -> tuple[collections.Counter[str], list[str], list[BaseException]]:
+    """Hand each worker its share of `ids` (every `workers`-th by publish time: each
+    share spread over the second, claimed in its order), WORKER_LEAD_SECONDS before the
+    second (earlier for claims a new table writes in longer), synchronously (a worker's
+    failure fails the slot, whose retry takes up what was left). A worker claims as `me`
+    too, holding its claims no longer than this invocation lives (`until`): its function's
+    timeout is shorter than this one's, so it is dead by the time a retry of this attempt
+    can run. Their counts, who left deliveries unrecorded, and their failures (each
+    worker's answer kept beside another's failure)."""
+    workers = min(MAX_WORKERS, math.ceil(len(ids) / WORKER_SHARE))
     counts: collections.Counter[str] = collections.Counter()
     unrecorded_by: list[str] = []
-    event = {"slot": slot, "claimant": me, "of": of, "retry": int(retried), "until": lease}
     failures: list[BaseException] = []
-    with concurrent.futures.ThreadPoolExecutor(of, WORKERS) as pool:
-        shares = [pool.submit(invoke, {**event, "shard": shard}) for shard in range(of)]
-        for share in shares:  # every worker's counts, a failed one's beside them
+    event = {"slot": slot, "claimant": me, "of": workers, "retry": int(retried), "until": lease}
+    lead = max(WORKER_LEAD_SECONDS, len(ids) / NEW_TABLE_WRITES)
+    time.sleep(max(0.0, slot - lead - time.time()))
+    with concurrent.futures.ThreadPoolExecutor(workers, WORKERS) as pool:
+        shares = [
+            pool.submit(invoke, {**event, "shard": shard, "ids": ids[shard::workers]})
+            for shard in range(workers)
+        ]
+        for share in shares:
             try:
                 result = share.result()
             except Exception as exc:
@@ -1148,13 +1201,7 @@ def _fan_out(
                 continue
             unrecorded_by += result.pop("unrecorded_by", [])
             counts.update(result)
-    unrecorded_failures = [str(f) for f in failures if isinstance(f, StatusNotRecorded)]
-    if failures and (unrecorded_by or unrecorded_failures):  # never retried: delivered
-        said = unrecorded(counts["UNRECORDED"], unrecorded_by) if unrecorded_by else ""
-        raise StatusNotRecorded(" ".join([said, *unrecorded_failures]).strip())
-    if failures:
-        raise failures[0]
-    return {**counts, "unrecorded_by": unrecorded_by} if unrecorded_by else dict(counts)
+    return counts, unrecorded_by, failures
 
 
 def unrecorded(count: int, claimants: list[str]) -> str:
@@ -1181,7 +1228,8 @@ def _invoker(function_arn: str) -> Invoke:
 def handler(event: Any, context: Any) -> dict[str, Any]:
     """The state machine invokes it with {input: the execution's (`slot_input`), execution,
     retry} (a 0.4 slot's definition: {slot, execution, retry}); the slot invokes a worker
-    with {slot, claimant, shard, of, retry, until}. Each invocation claims as itself (its
+    with {slot, claimant, shard, of, retry, until, ids} (its share). Each invocation claims
+    as itself (its
     request id in `claimant`): a second invocation of one attempt, should one ever run,
     never finds the first's claims its own."""
     settings = SlotSettings.current()
@@ -1195,7 +1243,10 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     invoke = _invoker(settings.workers_function) if fans_out else None
     attempt = int(event.get("retry", 0))
     given = event.get("input", event)
-    slot, only = int(given["slot"]), given.get("message") or None
+    slot = int(given["slot"])
+    # a slot of one, its message; a worker, its share (one invoked by an earlier release's
+    # slot has none: it reads its shard of the lanes)
+    only = [str(given["message"])] if given.get("message") else event.get("ids")
     invocation = str(getattr(context, "aws_request_id", "") or "")
     if "claimant" in event:  # a worker: its slot's attempt, and this invocation
         retried = bool(event.get("retry"))
