@@ -68,6 +68,12 @@ def cost_md(text: str) -> str:
         r"second's 100 messages: \$[0-9.]+\)": "second's 100 messages: "
         f"{_money(m.firing_parts(m.SLOT, 100.0)['workers'])})",
         r"Registering: \$[0-9.]+ per million": f"Registering: {_money(batch)} per million",
+        r"It costs \$[0-9.]+ a dense second of\n1,000 messages, \$[0-9.]+ of 10,000": "It "
+        f"costs ${m.warm_up_dollars(1000):.4f} a dense second of\n1,000 messages, "
+        f"${m.warm_up_dollars(10_000):.4f} of 10,000",
+        r"each started cold\): \$[0-9.]+ to \$[0-9.]+ per\nmillion": "each started cold): "
+        f"{_money(m.warm_up_dollars(10_000) / 1e-2)} to {_money(m.warm_up_dollars(1000) / 1e-3)}"
+        " per\nmillion",
         r"PutItem's 2 write units\), \$[0-9.]+ one POST each": "PutItem's 2 write units), "
         f"{_money(single)} one POST each",
         r"about [0-9.]+ ms of CPU": f"about {m.MEASURED['cpu_per_call'] * 1000:.1f} ms of CPU",

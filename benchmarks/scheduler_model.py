@@ -490,11 +490,31 @@ def quantile(values: list[float], q: float) -> float:
 
 
 # Functions that have run within minutes (a scheduler in use: Lambda keeps an environment
-# between invocations) start without their cold start and imports.
+# between invocations), or were warmed ahead for a dense second (scheduler_slots:
+# WARM_LEAD_SECONDS), start without their cold start and imports.
 WARM = dataclasses.replace(Latencies(), cold_start=0.0, init_cpu=0.0)
 # A table that has served the burst's rate before (or pre-warmed to it: "Pre-warming a
 # table for on-demand capacity mode"), and a new on-demand table (4,000 writes a second).
 TABLES = {"warm for the burst": Quotas(table_writes=12_000), "new, on-demand": Quotas()}
+
+
+WARMED, COLD = "warm (in use, or warmed ahead)", "cold (not warmed)"
+
+
+def warm_up_dollars(n: int) -> float:
+    """$ a dense second's warm-up costs (scheduler_slots.warm_up), `n` messages: its two
+    transitions; the slot function's invocation, started cold (its INIT billed), reading
+    the slot, invoking each worker it will fan out to (a connection and a call each, of its
+    CPU) and waiting for the last (that one's cold start and hold); each ping, started
+    cold and held PING_HOLD_SECONDS (1,769 MB)."""
+    workers = min(scheduler_slots.MAX_WORKERS, math.ceil(n / scheduler_slots.WORKER_SHARE))
+    latency, hold = Latencies(), scheduler_slots.PING_HOLD_SECONDS
+    invoking = workers * (latency.connect_cpu + latency.cpu_per_call) / SLOT_VCPU
+    waited = latency.cold_start + latency.init_cpu / WORKER_VCPU + hold
+    slot_seconds = INIT_SECONDS + 0.2 + invoking + waited
+    slot = LAMBDA_REQUEST + slot_seconds * SLOT.memory_gb * GB_SECOND
+    ping = LAMBDA_REQUEST + (INIT_SECONDS + hold) * 1.769 * GB_SECOND
+    return (2 * TRANSITION + slot + workers * ping) / 1e6
 
 
 def burst_table(n: int = 10_000) -> dict[tuple[str, str, str], dict[str, float]]:
@@ -502,9 +522,9 @@ def burst_table(n: int = 10_000) -> dict[tuple[str, str, str], dict[str, float]]
     (clock, functions warm or cold, table)."""
     rows = {}
     for table, quotas in TABLES.items():
-        for functions, latency in (("warm", WARM), ("cold", Latencies())):
+        for functions, latency in ((WARMED, WARM), (COLD, Latencies())):
             rows["slot clock", functions, table] = slot_burst(n, quotas, latency)
-    rows["one execution per message", "cold", "warm for the burst"] = per_message_burst(
+    rows["one execution per message", COLD, "warm for the burst"] = per_message_burst(
         n, TABLES["warm for the burst"]
     )
     return {

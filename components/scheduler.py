@@ -213,6 +213,12 @@ class SchedulerArgs:
     TTL removes it, free (usually within a few days of its expiry). 0 keeps every record
     for ever (the table, and its point-in-time recovery, then grow with every message:
     docs/cost.md)."""
+    warm_ahead_from: Defaulted[int] = 1000
+    """A second with at least this many messages has its functions warmed ahead: the
+    stream starter, estimating the second's count from the status index as it starts its
+    messages, starts a warm-up of the slot function and of the workers it will fan out to,
+    8 s before the second, so that a burst after a quiet spell fires on time (docs/cost.md,
+    "The scheduler in a burst"). 0: never."""
 
     roles: RoleOptions | None = None
     """Permissions boundary and path for every IAM role this component creates."""
@@ -245,6 +251,8 @@ class SchedulerArgs:
             )
         if self.retention_days < 0:
             raise ValueError(f"retention_days must be 0 or more, not {self.retention_days}")
+        if self.warm_ahead_from < 0:
+            raise ValueError(f"warm_ahead_from must be 0 or more, not {self.warm_ahead_from}")
         if 0 < self.retention_days * 86400 <= self.late_tolerance_seconds:
             # a registration replayed after its record expired must find its time passed
             # beyond the tolerance (refused), never register the message again
@@ -317,6 +325,7 @@ class Scheduler(Component):
             late_tolerance_seconds=encode(args.late_tolerance_seconds),
             join_slots=encode(True),
             retention_days=encode(args.retention_days),
+            warm_ahead_from=encode(args.warm_ahead_from),
         ) | metrics_environment(name, args.monitoring)
         # Read by 0.4's code, which Lambda may run with this configuration for a moment
         # during the upgrade (the provider updates a function's configuration, then its
@@ -563,8 +572,10 @@ class Scheduler(Component):
                     [table.arn],
                 ),
                 allow(["states:StopExecution"], [executions_of(machine.arn)]),
-                # A message due within the window is started at registration (no stream lag).
+                # A message due within the window is started at registration (no stream lag),
+                # and a dense second warmed ahead, its count estimated from one lane.
                 allow(["states:StartExecution"], [machine.arn]),
+                allow(["dynamodb:Query"], [status_index_arn(table)]),
             ],
             environment=environment,
             parent=self,
@@ -616,6 +627,8 @@ class Scheduler(Component):
                 # A start that raced a cancel reads the status and stops the execution.
                 allow(["dynamodb:GetItem"], [table.arn]),
                 allow(["states:StopExecution"], [executions_of(machine.arn)]),
+                # A dense second's count, estimated from one lane (warm_ahead_from).
+                allow(["dynamodb:Query"], [status_index_arn(table)]),
                 # What the event source mapping reads the stream with (the function's role).
                 allow(
                     ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],

@@ -33,8 +33,8 @@ import time
 import uuid
 from typing import Any
 
+from exactly_once.handlers import scheduler_index, scheduler_store
 from exactly_once.handlers import scheduler_slots as slots
-from exactly_once.handlers import scheduler_store
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
 from exactly_once.handlers.executions import Outcome, ReusePolicy, execution_arn, start_once
 from exactly_once.handlers.names import execution_name
@@ -72,6 +72,9 @@ class SchedulerSettings(Settings):
     """How long an ended message's record is kept (GET answers it, a replayed registration
     finds it): written on each message, DynamoDB's TTL removes it that long after its end
     or its time, whichever is later (scheduler_store.expiry); 0 keeps it for ever."""
+    warm_ahead_from: int = 1000
+    """A second of at least this many messages is warmed ahead (the stream starter starts
+    its warm-up execution: scheduler_slots.WARM_LEAD_SECONDS); 0: never."""
 
 
 # -- validation ------------------------------------------------------------------------
@@ -263,6 +266,8 @@ def start_soon(config: SchedulerSettings, item: dict[str, Any], context: Any) ->
         start(config, item, context)
     except Exception as exc:  # any failure: the stream and the sweep start it instead
         log("WARNING", "start deferred to the stream", message_id=item["id"]["S"], exc=exc)
+        return
+    warm_dense(config, [item], context)  # (never fails: a warm-up is a head start too)
 
 
 def to_message(item: dict[str, Any]) -> dict[str, Any]:
@@ -407,6 +412,65 @@ def _start_slot(machine_arn: str, slot: int, context: Any) -> Outcome:
     return outcome
 
 
+# Per sandbox: how many of each second's messages it started, and the seconds it warmed.
+_SEEN: collections.Counter[tuple[str, int]] = collections.Counter()
+_WARMED: set[tuple[str, int]] = set()
+
+
+def forget_sandbox() -> None:
+    """A new sandbox's memory: no slot started or warmed, no message seen (tests)."""
+    _STARTED_SLOTS.clear()
+    _SEEN.clear()
+    _WARMED.clear()
+
+
+def warm_dense(config: SchedulerSettings, images: list[dict[str, Any]], context: Any) -> None:
+    """Start the warm-up execution of each dense second among `images`
+    (scheduler_slots.WARM_LEAD_SECONDS), from the stream starter and the API alike: every
+    PROBE_EVERY of a second's messages this sandbox starts, one Query counts the lane of
+    the last of them, LANES times which estimates the second; from `warm_ahead_from` on,
+    its warm-up is started (once: by name). A failure is logged, never raised: the
+    messages are started, and their slot fires them warmed or not."""
+    if not config.warm_ahead_from:
+        return
+    by_slot: dict[int, list[str]] = collections.defaultdict(list)
+    for image in images:
+        by_slot[slots.slot_of(float(image["publish_at"]["N"]))].append(image["id"]["S"])
+    if len(_SEEN) > 10_000:  # a long-lived sandbox: forget the old ones
+        _SEEN.clear()
+        _WARMED.clear()
+    for slot, message_ids in by_slot.items():
+        key = (config.state_machine_arn, slot)
+        before = _SEEN[key]
+        _SEEN[key] += len(message_ids)
+        if key in _WARMED or before // slots.PROBE_EVERY == _SEEN[key] // slots.PROBE_EVERY:
+            continue
+        if time.time() >= slot - slots.WARM_BY_SECONDS:  # too late to be warm by its wake
+            continue
+        try:
+            lane = scheduler_index.lane(Status.STANDBY, message_ids[-1])
+            listed = scheduler_index.count(_ddb(), config.table, lane, slot, slot + 0.999)
+            if listed * scheduler_index.LANES < config.warm_ahead_from:
+                continue
+            warm = start_once(
+                config.state_machine_arn,
+                slots.warm_name(slot),
+                slots.warm_input(slot),
+                request_id(context),
+            )
+        except Exception as exc:
+            log("WARNING", "could not warm a dense second", slot=slot, exc=exc)
+            continue
+        _WARMED.add(key)
+        log(
+            "INFO",
+            "warming a dense second",
+            slot=slot,
+            estimate=listed * scheduler_index.LANES,
+            status=warm.status,
+        )
+
+
 def _stop_if_cancelled(config: SchedulerSettings, message_id: str, arn: str) -> None:
     """A cancel between the STANDBY image this start read and the start itself found no
     execution to stop: stop it now, rather than let it wait to find CANCELLED at its Claim
@@ -436,7 +500,7 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
     """Records arrive filtered to STANDBY images (components/scheduler.py: STREAM_FILTERS).
     A failure raises, so the event source mapping retries and bisects the batch; starting
     again is harmless (same name)."""
-    outcomes, ids = [], []
+    outcomes, ids, standby = [], [], []
     for record in event.get("Records", []):
         change = record.get("dynamodb", {})
         image = change.get("NewImage") or {}
@@ -445,6 +509,8 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
             when = float(written) if isinstance(written, int | float) else None
             outcomes.append(start(config, image, context, written=when).status)
             ids.append(image["id"]["S"])
+            standby.append(image)
+    warm_dense(config, standby, context)
     # one line for the batch: its messages (which a search for one finds) and the outcomes
     log("INFO", "records started", ids=ids, **collections.Counter(outcomes))
     return {"outcomes": outcomes}

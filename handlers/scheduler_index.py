@@ -109,6 +109,31 @@ def due(
             return
 
 
+def count(ddb: Any, table: str, status_lane: str, since: float, until: float) -> int:
+    """How many of a lane's messages are due from `since` to `until` (a Query's COUNT,
+    every page: it reads what it counts, keys only)."""
+    total, start = 0, None
+    while True:
+        query: dict[str, Any] = {
+            "TableName": table,
+            "IndexName": STATUS_INDEX,
+            "KeyConditionExpression": "lane = :lane AND publish_at BETWEEN :since AND :until",
+            "ExpressionAttributeValues": {
+                ":lane": {"S": status_lane},
+                ":since": {"N": f"{since:.3f}"},
+                ":until": {"N": f"{until:.3f}"},
+            },
+            "Select": "COUNT",
+        }
+        if start:
+            query["ExclusiveStartKey"] = start
+        page = ddb.query(**query)
+        total += int(page.get("Count", 0))
+        start = page.get("LastEvaluatedKey")
+        if not start:
+            return total
+
+
 def table_schema() -> dict[str, Any]:
     """The messages table's keys and index, as CreateTable takes them (tests, benchmarks;
     components/scheduler.py declares the same for Pulumi)."""

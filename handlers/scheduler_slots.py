@@ -81,6 +81,22 @@ MAX_WORKERS = 64
 # guide, "Pre-warming a table for on-demand capacity mode") invokes them at once.
 WORKER_LEAD_SECONDS = 1.2
 NEW_TABLE_WRITES = 4000
+# A dense second (SchedulerArgs.warm_ahead_from messages or more, 1,000 by default) is
+# warmed ahead: the stream starter, every PROBE_EVERY of a second's messages it starts,
+# counts one lane of the index (times LANES: ids spread evenly over them) and from that
+# many starts the second's warm-up execution (`warm_name`), woken WARM_LEAD_SECONDS before
+# the second. Its invocation of this function reads the slot as the slot will and pings
+# each worker the slot will fan out to (each ping held PING_HOLD_SECONDS, so that each
+# lands in an environment of its own), claiming nothing: the slot then wakes to warm
+# functions, and a burst after minutes idle fires as one after a busy minute (docs/cost.md,
+# "The scheduler in a burst"). Its cold start, read and pings take about 4.5 s, done
+# before the slot's wake; one that could not start WARM_BY_SECONDS before the second is
+# not started (it would still be pinging when the slot fans out).
+WARM_LEAD_SECONDS = 8
+WARM_BY_SECONDS = 6
+PING_HOLD_SECONDS = 1.0
+PROBE_EVERY = 10
+WARM_MARK = "-warm"
 # Concurrent claims and deliveries per read: one per message of a chunk, so a slow Lambda
 # target (invoked synchronously: its answer decides DONE or FAILED) delays only its own
 # message; a worker has a thread for each of its share, up to WORKER_SHARE (`fire`'s pool:
@@ -161,13 +177,25 @@ def slot_name(slot: int) -> str:
     return f"{SLOT_PREFIX}{slot}"
 
 
+def _wake_at(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def slot_input(slot: int, message_id: str | None = None) -> dict[str, Any]:
     """A slot execution's input: its second, and when its Wait ends, a whole second (a
     Wait would drop a fraction: the handler sleeps from there to each message's own
     millisecond); with `message_id`, a slot of one: that message only."""
-    wake = dt.datetime.fromtimestamp(slot - LEAD_SECONDS, dt.UTC)
-    found: dict[str, Any] = {"slot": slot, "wakeAt": wake.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    found: dict[str, Any] = {"slot": slot, "wakeAt": _wake_at(slot - LEAD_SECONDS)}
     return {**found, "message": message_id} if message_id else found
+
+
+def warm_name(slot: int) -> str:
+    """A dense second's warm-up execution (WARM_LEAD_SECONDS)."""
+    return f"{slot_name(slot)}{WARM_MARK}"
+
+
+def warm_input(slot: int) -> dict[str, Any]:
+    return {"slot": slot, "wakeAt": _wake_at(slot - WARM_LEAD_SECONDS), "warm": True}
 
 
 def restart_name(slot: int, swept_at: float) -> str:
@@ -1204,6 +1232,23 @@ def _fan_out(
     return counts, unrecorded_by, failures
 
 
+def warm_up(table: str, slot: int, invoke: Invoke | None) -> dict[str, Any]:
+    """A warm-up execution's Fire (WARM_LEAD_SECONDS): read the slot as it will be read,
+    and ping each worker it will fan out to, side by side; claims nothing. A failure is
+    logged, never raised (nor retried): the slot fires all the same, colder."""
+    try:
+        found = len(members(table, slot, (Status.STANDBY,)))
+        workers = min(MAX_WORKERS, math.ceil(found / WORKER_SHARE)) if found > CHUNK else 0
+        if workers and invoke is not None:
+            with concurrent.futures.ThreadPoolExecutor(workers, WORKERS) as pool:
+                list(pool.map(lambda _: invoke({"ping": True}), range(workers)))
+    except Exception as exc:
+        log("WARNING", "warm-up failed: the slot fires all the same", slot=slot, exc=exc)
+        return {"warmed": 0}
+    log("INFO", "slot warmed", slot=slot, messages=found, workers=workers)
+    return {"warmed": workers}
+
+
 def unrecorded(count: int, claimants: list[str]) -> str:
     """StatusNotRecorded's message: it names the claimants whose deliveries happened (the
     sweep reads it in the execution's cause, and leaves their claims be)."""
@@ -1228,12 +1273,16 @@ def _invoker(function_arn: str) -> Invoke:
 def handler(event: Any, context: Any) -> dict[str, Any]:
     """The state machine invokes it with {input: the execution's (`slot_input`), execution,
     retry} (a 0.4 slot's definition: {slot, execution, retry}); the slot invokes a worker
-    with {slot, claimant, shard, of, retry, until, ids} (its share). Each invocation claims
+    with {slot, claimant, shard, of, retry, until, ids} (its share); a warm-up execution's
+    input says `warm` (`warm_up`), and its pings are {ping}. Each invocation claims
     as itself (its
     request id in `claimant`): a second invocation of one attempt, should one ever run,
     never finds the first's claims its own."""
     settings = SlotSettings.current()
     clients()  # once per cold start, before any thread needs one
+    if event.get("ping"):  # a warm-up's (`warm_up`): this environment, started and held
+        time.sleep(PING_HOLD_SECONDS)
+        return {"pinged": 1}
     table = settings.table
     shard, of = int(event.get("shard", 0)), int(event.get("of", 1))
     # (a worker, invoked with its slot's claimant, never fans out again, and answers its
@@ -1244,6 +1293,8 @@ def handler(event: Any, context: Any) -> dict[str, Any]:
     attempt = int(event.get("retry", 0))
     given = event.get("input", event)
     slot = int(given["slot"])
+    if given.get("warm"):
+        return warm_up(table, slot, invoke)
     # a slot of one, its message; a worker, its share (one invoked by an earlier release's
     # slot has none: it reads its shard of the lanes)
     only = [str(given["message"])] if given.get("message") else event.get("ids")

@@ -48,11 +48,12 @@ def expiry(item: Item, now: float) -> int | None:
     is gone must find its time long past (refused, never a second message): a message
     cancelled weeks ahead of its time is kept until then, and its retention beyond
     (longer than the late tolerance, as SchedulerArgs checks)."""
-    keep = kept_for(item)
-    if not keep:
-        return None
-    publish_at = float(item.get("publish_at", {}).get("N", 0))
-    return int(max(now, publish_at) + keep) + 1
+    return expires_at(kept_for(item), float(item.get("publish_at", {}).get("N", 0)), now)
+
+
+def expires_at(keep: float | None, publish_at: float, now: float) -> int | None:
+    """`expiry`, of a message kept `keep` seconds (None: for ever) due at `publish_at`."""
+    return int(max(now, publish_at) + keep) + 1 if keep else None
 
 
 def _expiring(update: str, values: dict[str, Any], expires_at: int | None) -> str:

@@ -705,8 +705,10 @@ def _settling(args: argparse.Namespace) -> Change:
     )
 
     def apply() -> Any:
-        keep_for = found["keepForSeconds"]
-        return settle(client, table, message_id, status, args.error, args.fired_at, keep_for)
+        keep_for, publish_at = found["keepForSeconds"], found["publishAt"]
+        return settle(
+            client, table, message_id, status, args.error, args.fired_at, keep_for, publish_at
+        )
 
     return Change(what, {"table": table, "message": found, "to": str(status)}, apply)
 

@@ -107,14 +107,14 @@ def settle(
     error: str | None = None,
     at: str | None = None,
     keep_for: float | None = None,
+    publish_at: float | None = None,
 ) -> dict[str, Any]:
     """The message ended as `status` by hand (scheduler_store.settle), kept `keep_for`
-    seconds (`settleable`'s keepForSeconds; None: for ever), or MessageRefused when it was
-    not FIRING and unrecorded when written (moved on since it was read)."""
+    seconds past its end or `publish_at`, whichever is later, as any end keeps it
+    (`settleable`'s keepForSeconds and publishAt; None: for ever), or MessageRefused when
+    it was not FIRING and unrecorded when written (moved on since it was read)."""
     ddb = client("dynamodb")
-    # (a FIRING message's time has passed: kept `keep_for` past this end, as
-    # scheduler_store.expiry keeps any)
-    expires = int(time.time() + keep_for) + 1 if keep_for else None
+    expires = scheduler_store.expires_at(keep_for, publish_at or 0.0, time.time())
     found = scheduler_store.settle(ddb, table, message_id, status, error, at, expires)
     if found is not None:
         _settleable(table, message_id, found)  # (says what it was)

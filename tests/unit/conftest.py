@@ -56,7 +56,7 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     receiver._counter.cache_clear()
     scheduler_slots._client.cache_clear()
     scheduler_slots._renewals.cache_clear()
-    scheduler._STARTED_SLOTS.clear()
+    scheduler.forget_sandbox()
     name_dedup.unusable.cache_clear()
     yield
     runtime.client.cache_clear()

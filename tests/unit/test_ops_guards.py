@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from exactly_once.components import resumable_asl
-from exactly_once.handlers import runtime, scheduler_index
+from exactly_once.handlers import runtime, scheduler_index, scheduler_store
 from exactly_once.handlers.scheduler_index import Status, lane, message_key
 from exactly_once.ops import __main__ as cli
 from exactly_once.ops.__main__ import main
@@ -398,6 +399,14 @@ def test_set_status_ends_a_delivered_unrecorded_message_its_lane_following(
     aws: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     ddb = runtime.client("dynamodb")
+    # (kept a week past its end or its time, whichever is later: its time is an hour ahead)
+    publish = time.time() + 3600
+    ddb.update_item(
+        TableName="messages",
+        Key=message_key("unrecorded"),
+        UpdateExpression=f"SET {scheduler_store.KEEP_FOR} = :keep, publish_at = :at",
+        ExpressionAttributeValues={":keep": {"N": "604800"}, ":at": {"N": f"{publish:.3f}"}},
+    )
     argv = ["scheduler-set-status", "--table", "messages", "--yes", "--status", "DONE"]
     assert main([*argv, "--id", "MESSAGE#unrecorded", "--fired-at", "2026-01-02T03:04:05Z"]) == 0
     assert json.loads(capsys.readouterr().out) == {
@@ -409,6 +418,8 @@ def test_set_status_ends_a_delivered_unrecorded_message_its_lane_following(
     assert item["status"]["S"] == "DONE" and "lane" not in item  # (ended: out of the index)
     assert item["fired_at"]["S"] == "2026-01-02T03:04:05.000Z"
     assert item["recorded_by"]["S"] == "operator"
+    # (expiring as any end does: scheduler_store.expiry)
+    assert int(item[scheduler_store.TTL_ATTRIBUTE]["N"]) == int(publish + 604800) + 1
     # AND once ended, it is never set again
     refused(capsys, [*argv, "--id", "unrecorded"], "is DONE: only a FIRING message")
 

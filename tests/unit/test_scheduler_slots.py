@@ -3,6 +3,7 @@ messages once, at or after its time, whoever else runs the same slot."""
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import dataclasses
 import json
@@ -78,7 +79,7 @@ def test_messages_of_one_second_share_its_slot_execution_started_once(
         scheduler.start_records(slotted, {"Records": records}, None)["outcomes"]
         == ["DUPLICATE"] * 3
     )
-    scheduler._STARTED_SLOTS.clear()
+    scheduler.forget_sandbox()
     assert scheduler.start_records(slotted, {"Records": records[:1]}, None)["outcomes"] == [
         "DUPLICATE"
     ]
@@ -1113,7 +1114,9 @@ def test_docs_cost_scheduler_tables_are_the_models() -> None:
     assert model.all_in(100.0)["total"] <= 5
     burst = model.burst_table()
     for table in model.TABLES:
-        assert burst["slot clock", "warm", table]["p99"] < 1
+        assert burst["slot clock", model.WARMED, table]["p99"] < 1
+    said = f"It costs ${model.warm_up_dollars(1000):.4f} a dense second of\n1,000 messages"
+    assert said in text
 
 
 def test_the_cost_model_counts_the_alarms_the_scheduler_declares() -> None:
@@ -1283,7 +1286,6 @@ def test_a_slot_emits_its_messages_metrics_in_one_line_not_one_per_message(
 def test_a_large_slots_latenesses_take_a_line_per_hundred(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import collections
 
     monkeypatch.delenv("METRICS_DISABLED", raising=False)
     capsys.readouterr()
@@ -1320,3 +1322,84 @@ def test_a_slot_that_fails_after_its_deliveries_still_emits_what_it_ended(
     # THEN the one it ended is counted all the same (a retry never ends it again)
     [line] = [json.loads(out) for out in capsys.readouterr().out.splitlines() if "_aws" in out]
     assert line["Fired"] == 1 and len(line["LatenessMs"]) == 1
+
+
+def test_a_dense_second_is_warmed_ahead_once_and_a_sparse_one_never(
+    slotted: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = dataclasses.replace(slotted, warm_ahead_from=100)
+    # GIVEN 120 messages due in one second, 30 in the next (by their Idempotency-Keys: the
+    # same lanes every run)
+    dense = math.floor(time.time()) + 30
+    sparse = dense + 1
+    ids = [register(config, dense + i / 200, f"dense-{i}")["id"] for i in range(120)]
+    ids += [register(config, sparse + i / 100, f"sparse-{i}")["id"] for i in range(30)]
+    # WHEN the stream starter starts them, 25 a batch
+    records = [{"dynamodb": {"NewImage": scheduler.read_item(config, i)}} for i in ids]
+    for at in range(0, len(records), 25):
+        scheduler.start_records(config, {"Records": records[at : at + 25]}, None)
+    # THEN the dense second's warm-up execution is started, once, woken WARM_LEAD_SECONDS
+    # ahead; the sparse second has none
+    assert names(config.state_machine_arn, "slot-") == sorted(
+        [f"slot-{dense}", f"slot-{dense}-warm", f"slot-{sparse}"]
+    )
+    sfn = runtime.client("stepfunctions")
+    warm = sfn.describe_execution(
+        executionArn=f"{config.state_machine_arn.replace(':stateMachine:', ':execution:')}"
+        f":slot-{dense}-warm"
+    )
+    given = json.loads(warm["input"])
+    assert given["warm"] is True and given["slot"] == dense
+    assert timestamps.epoch(given["wakeAt"]) == dense - scheduler_slots.WARM_LEAD_SECONDS
+    # AND with warm_ahead_from 0, nothing is ever warmed
+    scheduler.forget_sandbox()
+    never = dataclasses.replace(config, warm_ahead_from=0)
+    later = dense + 5
+    more = [register(never, later + i / 200, f"later-{i}")["id"] for i in range(120)]
+    records = [{"dynamodb": {"NewImage": scheduler.read_item(never, i)}} for i in more]
+    scheduler.start_records(never, {"Records": records}, None)
+    assert f"slot-{later}-warm" not in names(config.state_machine_arn, "slot-")
+
+
+def test_a_warm_up_pings_the_workers_its_slot_will_fan_out_to_and_claims_nothing(
+    config: SchedulerSettings, sent: list[tuple[str, float]]
+) -> None:
+    # GIVEN a second of 120 messages (past CHUNK: two workers of WORKER_SHARE)
+    slot = math.floor(time.time()) + 30
+    ids = [register(config, slot + i / 200, f"warm-{i}")["id"] for i in range(120)]
+    pings: list[dict[str, Any]] = []
+    lock = threading.Lock()
+
+    def invoke(event: dict[str, Any]) -> dict[str, Any]:
+        with lock:
+            pings.append(event)
+        return {"pinged": 1}
+
+    # WHEN its warm-up runs
+    assert scheduler_slots.warm_up(config.table, slot, invoke) == {"warmed": 2}
+    # THEN each worker the slot will fan out to is pinged, side by side; nothing is claimed
+    # or sent
+    assert pings == [{"ping": True}] * 2
+    assert sent == []
+    assert {scheduler.get(config, i)["status"] for i in ids} == {"STANDBY"}  # type: ignore[index]
+
+    # AND a warm-up that fails is logged, never raised: the slot fires all the same
+    def fails(event: dict[str, Any]) -> dict[str, Any]:
+        raise RuntimeError("throttled")
+
+    assert scheduler_slots.warm_up(config.table, slot, fails) == {"warmed": 0}
+
+
+def test_a_ping_holds_its_environment_and_claims_nothing(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TABLE", config.table)
+    monkeypatch.setenv("WORKERS_FUNCTION", "")
+    monkeypatch.setattr(scheduler_slots, "PING_HOLD_SECONDS", 0.01)
+    from exactly_once.handlers import settings
+
+    settings._CURRENT.pop(scheduler_slots.SlotSettings, None)
+    try:
+        assert scheduler_slots.handler({"ping": True}, None) == {"pinged": 1}
+    finally:
+        settings._CURRENT.pop(scheduler_slots.SlotSettings, None)

@@ -444,7 +444,7 @@ class SchedulerScenario(Scenario):
         far = world.rng.random() < 0.5 and not newest
         table = Table(config.table, "pk", lambda: runtime.client("dynamodb"), clock, far, newest)
         table.watch(world.injector)
-        scheduler._STARTED_SLOTS.clear()
+        scheduler.forget_sandbox()
         fires: dict[str, list[float]] = {}
         fired_by: dict[str, list[str]] = {}
         target_runs: list[TargetRun] = []
