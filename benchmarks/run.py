@@ -478,7 +478,7 @@ def model_rows() -> list[str]:
     alt = "(one execution per message)"
     rows = []
     burst = model.burst_table()
-    ours = ("slot clock", model.WARMED, "new, on-demand")
+    ours = ("slot clock", model.WARMED, next(iter(model.TABLES)))
     for key, row in burst.items():
         if key == ours:
             continue

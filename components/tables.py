@@ -10,11 +10,15 @@ import pulumi
 import pulumi_aws as aws
 
 
-def index(name: str, hash_key: str, range_key: str, projection_type: str) -> Any:
+def index(
+    name: str, hash_key: str, range_key: str, projection_type: str, warm_writes: int = 0
+) -> Any:
     """A global secondary index by `key_schemas` where pulumi-aws has it (7.x releases
     deprecate the index's hash_key and range_key, with a warning on every run); by
-    hash_key and range_key on older 7.x releases, which have nothing else."""
+    hash_key and range_key on older 7.x releases, which have nothing else. `warm_writes`:
+    pre-warmed to that many writes a second (`warm_writes`)."""
     args = aws.dynamodb.TableGlobalSecondaryIndexArgs
+    warm = {"warm_throughput": warm_writes_args(warm_writes, index=True)} if warm_writes else {}
     if "key_schemas" in inspect.signature(args.__init__).parameters:
         schema = aws.dynamodb.TableGlobalSecondaryIndexKeySchemaArgs
         return args(
@@ -24,8 +28,22 @@ def index(name: str, hash_key: str, range_key: str, projection_type: str) -> Any
                 schema(attribute_name=range_key, key_type="RANGE"),
             ],
             projection_type=projection_type,
+            **warm,
         )
-    return args(name=name, hash_key=hash_key, range_key=range_key, projection_type=projection_type)
+    return args(
+        name=name, hash_key=hash_key, range_key=range_key, projection_type=projection_type, **warm
+    )
+
+
+def warm_writes_args(writes: int, index: bool = False) -> Any:
+    """A table's (or an index's) warm throughput of `writes` units a second: pre-warmed, so
+    that a burst of that rate is served at once, not throttled while an on-demand table
+    scales up ("Understanding DynamoDB warm throughput", DynamoDB developer guide; the
+    increase is charged once, by DynamoDB's pricing)."""
+    kind = "TableGlobalSecondaryIndexWarmThroughputArgs" if index else "TableWarmThroughputArgs"
+    if not hasattr(aws.dynamodb, kind):
+        raise ValueError(f"warm throughput needs a pulumi-aws with aws.dynamodb.{kind}")
+    return getattr(aws.dynamodb, kind)(write_units_per_second=writes)
 
 
 def key_table(

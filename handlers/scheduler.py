@@ -266,8 +266,6 @@ def start_soon(config: SchedulerSettings, item: dict[str, Any], context: Any) ->
         start(config, item, context)
     except Exception as exc:  # any failure: the stream and the sweep start it instead
         log("WARNING", "start deferred to the stream", message_id=item["id"]["S"], exc=exc)
-        return
-    warm_dense(config, [item], context)  # (never fails: a warm-up is a head start too)
 
 
 def to_message(item: dict[str, Any]) -> dict[str, Any]:
@@ -424,18 +422,20 @@ def forget_sandbox() -> None:
     _WARMED.clear()
 
 
-def warm_dense(config: SchedulerSettings, images: list[dict[str, Any]], context: Any) -> None:
-    """Start the warm-up execution of each dense second among `images`
-    (scheduler_slots.WARM_LEAD_SECONDS), from the stream starter and the API alike: every
-    PROBE_EVERY of a second's messages this sandbox starts, one Query counts the lane of
-    the last of them, LANES times which estimates the second; from `warm_ahead_from` on,
-    its warm-up is started (once: by name). A failure is logged, never raised: the
-    messages are started, and their slot fires them warmed or not."""
+def warm_dense(config: SchedulerSettings, messages: list[dict[str, Any]], context: Any) -> None:
+    """Start the warm-up execution of each dense second among `messages` (STANDBY ones a
+    request registered, or a stream batch started: scheduler_slots.WARM_LEAD_SECONDS):
+    every PROBE_EVERY of a second's messages this sandbox has seen, one Query counts the
+    lane of the last of them, LANES times which estimates the second (at most one Query
+    a second a call); from `warm_ahead_from` on, its warm-up is started (once: by name).
+    A failure is logged, never raised: the messages are stored and started, and their
+    slot fires them warmed or not."""
     if not config.warm_ahead_from:
         return
     by_slot: dict[int, list[str]] = collections.defaultdict(list)
-    for image in images:
-        by_slot[slots.slot_of(float(image["publish_at"]["N"]))].append(image["id"]["S"])
+    for message in messages:
+        if message.get("status") == Status.STANDBY:
+            by_slot[slots.slot_of(float(message["publishTime"]))].append(message["id"])
     if len(_SEEN) > 10_000:  # a long-lived sandbox: forget the old ones
         _SEEN.clear()
         _WARMED.clear()
@@ -445,7 +445,7 @@ def warm_dense(config: SchedulerSettings, images: list[dict[str, Any]], context:
         _SEEN[key] += len(message_ids)
         if key in _WARMED or before // slots.PROBE_EVERY == _SEEN[key] // slots.PROBE_EVERY:
             continue
-        if time.time() >= slot - slots.WARM_BY_SECONDS:  # too late to be warm by its wake
+        if time.time() >= slot - slots.WARM_LEAD_SECONDS:  # too late to be done by its wake
             continue
         try:
             lane = scheduler_index.lane(Status.STANDBY, message_ids[-1])
@@ -509,7 +509,8 @@ def start_records(config: SchedulerSettings, event: Any, context: Any) -> dict[s
             when = float(written) if isinstance(written, int | float) else None
             outcomes.append(start(config, image, context, written=when).status)
             ids.append(image["id"]["S"])
-            standby.append(image)
+            at = float(image["publish_at"]["N"])
+            standby.append({"id": image["id"]["S"], "status": Status.STANDBY, "publishTime": at})
     warm_dense(config, standby, context)
     # one line for the batch: its messages (which a search for one finds) and the outcomes
     log("INFO", "records started", ids=ids, **collections.Counter(outcomes))

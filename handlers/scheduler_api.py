@@ -126,6 +126,7 @@ def register_batch(
     successful = [a for a in answers if "code" not in a]
     failed = [a for a in answers if "code" in a]
     created = sum(1 for a in successful if a["created"])
+    scheduler.warm_dense(config, [a["message"] for a in successful if a["created"]], context)
     log("INFO", "batch registered", entries=len(entries), created=created, failed=len(failed))
     metrics.emit(
         PATTERN,
@@ -175,6 +176,8 @@ def serve(
                 status=registered["status"],
             )
             metrics.emit(PATTERN, **{"Registered" if created else "DuplicateSuppressed": 1})
+            if created:
+                scheduler.warm_dense(config, [registered], context)
             return respond(201 if created else 200, public(registered))
         if method == "GET" and message_id:
             found = scheduler.get(config, message_id)

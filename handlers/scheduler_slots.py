@@ -90,11 +90,14 @@ NEW_TABLE_WRITES = 4000
 # lands in an environment of its own), claiming nothing: the slot then wakes to warm
 # functions, and a burst after minutes idle fires as one after a busy minute (docs/cost.md,
 # "The scheduler in a burst"). Its cold start, read and pings take about 4.5 s, done
-# before the slot's wake; one that could not start WARM_BY_SECONDS before the second is
-# not started (it would still be pinging when the slot fans out).
+# before the slot's wake: one that could not be started WARM_LEAD_SECONDS ahead is not
+# started, and one that runs late (its invoke retried) pings nothing past PINGS_BY_SECONDS
+# before the second (its pings would hold environments the slot's fan-out needs). Lambda
+# "may reuse" an idle environment ("Lambda execution environments", Lambda operator guide):
+# a head start, not a guarantee (provisioned concurrency is one).
 WARM_LEAD_SECONDS = 8
-WARM_BY_SECONDS = 6
 PING_HOLD_SECONDS = 1.0
+PINGS_BY_SECONDS = LEAD_SECONDS + PING_HOLD_SECONDS + 0.5
 PROBE_EVERY = 10
 WARM_MARK = "-warm"
 # Concurrent claims and deliveries per read: one per message of a chunk, so a slow Lambda
@@ -1239,6 +1242,9 @@ def warm_up(table: str, slot: int, invoke: Invoke | None) -> dict[str, Any]:
     try:
         found = len(members(table, slot, (Status.STANDBY,)))
         workers = min(MAX_WORKERS, math.ceil(found / WORKER_SHARE)) if found > CHUNK else 0
+        if time.time() > slot - PINGS_BY_SECONDS:
+            log("WARNING", "warm-up too late: nothing pinged", slot=slot)
+            return {"warmed": 0}
         if workers and invoke is not None:
             with concurrent.futures.ThreadPoolExecutor(workers, WORKERS) as pool:
                 list(pool.map(lambda _: invoke({"ping": True}), range(workers)))
@@ -1262,7 +1268,8 @@ def _invoker(function_arn: str) -> Invoke:
         if answer.get("FunctionError"):
             if payload.get("errorType") == "StatusNotRecorded":  # names its claimant
                 raise StatusNotRecorded(str(payload.get("errorMessage", "")))
-            raise RuntimeError(f"slot worker {event['shard']}/{event['of']} failed: {payload}")
+            worker = f"{event.get('shard')}/{event.get('of')}" if "shard" in event else "ping"
+            raise RuntimeError(f"slot worker {worker} failed: {payload}")
         counts = {k: v for k, v in payload.items() if isinstance(v, int)}
         return {**counts, "unrecorded_by": [str(c) for c in payload.get("unrecorded_by", [])]}
 

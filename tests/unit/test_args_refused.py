@@ -26,6 +26,8 @@ CHANNELS: dict[str, Any] = {"demo": "arn:aws:lambda:us-east-1:123456789012:funct
         (lambda: SchedulerArgs(CHANNELS, sweep_period_minutes=0), "sweep_period_minutes"),
         (lambda: SchedulerArgs(CHANNELS, stage_name="v 1"), "stage_name 'v 1'"),
         (lambda: SchedulerArgs(CHANNELS, retention_days=-1), "retention_days must be 0"),
+        (lambda: SchedulerArgs(CHANNELS, warm_ahead_from=-1), "warm_ahead_from must be 0"),
+        (lambda: SchedulerArgs(CHANNELS, table_warm_writes=1000), "at least 4000"),
         (
             lambda: SchedulerArgs(CHANNELS, retention_days=1, late_tolerance_seconds=86400),
             "must be longer than late_tolerance_seconds",
