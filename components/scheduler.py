@@ -361,6 +361,7 @@ class Scheduler(Component):
             "receipts": receipts,
             "receiptDays": args.audit.receipt_days if args.audit else 30,
             "retentionDays": args.retention_days,
+            "tableWarmWrites": args.table_warm_writes,
             "redeliver": args.redeliver,
         }
         if args.audit is not None:

@@ -73,8 +73,8 @@ class SchedulerSettings(Settings):
     finds it): written on each message, DynamoDB's TTL removes it that long after its end
     or its time, whichever is later (scheduler_store.expiry); 0 keeps it for ever."""
     warm_ahead_from: int = 1000
-    """A second of at least this many messages is warmed ahead (the stream starter starts
-    its warm-up execution: scheduler_slots.WARM_LEAD_SECONDS); 0: never."""
+    """A second of at least this many messages is warmed ahead (the API or the stream
+    starter starts its warm-up execution: `warm_dense`); 0: never."""
 
 
 # -- validation ------------------------------------------------------------------------
