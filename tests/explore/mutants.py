@@ -399,18 +399,13 @@ CATALOGUE: tuple[Mutant, ...] = (
         "94d2084 had it (finding 5 of the targets issue): a message the first read missed "
         "waits for the slowest of them",
         "handlers/scheduler_slots.py",
-        """                with concurrent.futures.ThreadPoolExecutor(1, FIRST_READ) as reader:
-                    first = reader.submit(fire_these, ids)
-                    again = slot + 1
-                    if deadline is None or again < deadline:
-                        time.sleep(max(0.0, again - time.time()))
-                    fire_these(members(table, slot, statuses, shard, of))
-                    first.result()""",
-        """                fire_these(ids)
-                again = slot + 1
-                if deadline is None or again < deadline:
-                    time.sleep(max(0.0, again - time.time()))
-                fire_these(members(table, slot, statuses, shard, of))""",
+        """                    else:
+                        first = reader.submit(fire_these, ids)
+                    again = slot + 1""",
+        """                    else:
+                        first = reader.submit(fire_these, ids)
+                        first.result()
+                    again = slot + 1""",
         "slot",
     ),
     Mutant(
