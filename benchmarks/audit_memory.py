@@ -38,6 +38,7 @@ OUTPUTS = {
     "outputPrefix": "out/",
     "outputSuffix": ".jsonl",
     "controlTable": "control",
+    "recordTtlSeconds": 30 * 24 * 3600,  # (components/etl.py: record_ttl_days)
 }
 
 

@@ -88,9 +88,10 @@ def bench_starter(events: int = 300) -> dict[str, Any]:
         table("locks")
         counting("stepfunctions"), counting("dynamodb")
         from exactly_once.handlers import name_dedup
+        from exactly_once.handlers.executions import Backend, ReusePolicy
 
         config = name_dedup.StarterSettings(
-            machine, "object-key", "REJECT_DUPLICATE", hide_key=False
+            Backend.STEP_FUNCTIONS, machine, "object-key", ReusePolicy.REJECT_DUPLICATE, False
         )
         os.environ["DLQ_URL"] = runtime.client("sqs").get_queue_url(QueueName="dlq")["QueueUrl"]
         from aws_lambda_powertools.utilities.idempotency import (
