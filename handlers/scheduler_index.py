@@ -81,57 +81,47 @@ def lanes(status: str, first: int = 0, step: int = 1) -> list[str]:
     return [f"{name}#{n:02d}" for name in listed for n in range(first, LANES, step)]
 
 
-def due(
-    ddb: Any, table: str, status_lane: str, until: float, since: float | None = None
-) -> Iterator[tuple[str, float]]:
-    """(message id, publish time) of a lane's messages due by `until` (and from `since`),
-    every page: the one read of the index (the sweep's and the slot clock's)."""
-    condition = "lane = :lane AND publish_at <= :until"
-    values = {":lane": {"S": status_lane}, ":until": {"N": f"{until:.3f}"}}
-    if since is not None:
-        condition = "lane = :lane AND publish_at BETWEEN :since AND :until"
-        values[":since"] = {"N": f"{since:.3f}"}
+def _pages(ddb: Any, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every page of a Query of the status index."""
     start: dict[str, Any] | None = None
     while True:
-        query: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": condition,
-            "ExpressionAttributeValues": values,
-        }
-        if start:
-            query["ExclusiveStartKey"] = start
-        page = ddb.query(**query)
-        for item in page.get("Items", []):  # (KEYS_ONLY: pk, lane, publish_at)
-            yield item["pk"]["S"].removeprefix(KEY_PREFIX), float(item["publish_at"]["N"])
+        page = ddb.query(**query, **({"ExclusiveStartKey": start} if start else {}))
+        yield page
         start = page.get("LastEvaluatedKey")
         if not start:
             return
 
 
+def _of_lane(table: str, status_lane: str, until: float, since: float | None) -> dict[str, Any]:
+    """A Query of a lane's messages due by `until` (and from `since`)."""
+    condition = "lane = :lane AND publish_at <= :until"
+    values = {":lane": {"S": status_lane}, ":until": {"N": f"{until:.3f}"}}
+    if since is not None:
+        condition = "lane = :lane AND publish_at BETWEEN :since AND :until"
+        values[":since"] = {"N": f"{since:.3f}"}
+    return {
+        "TableName": table,
+        "IndexName": STATUS_INDEX,
+        "KeyConditionExpression": condition,
+        "ExpressionAttributeValues": values,
+    }
+
+
+def due(
+    ddb: Any, table: str, status_lane: str, until: float, since: float | None = None
+) -> Iterator[tuple[str, float]]:
+    """(message id, publish time) of a lane's messages due by `until` (and from `since`),
+    every page: the one read of the index (the sweep's and the slot clock's)."""
+    for page in _pages(ddb, _of_lane(table, status_lane, until, since)):
+        for item in page.get("Items", []):  # (KEYS_ONLY: pk, lane, publish_at)
+            yield item["pk"]["S"].removeprefix(KEY_PREFIX), float(item["publish_at"]["N"])
+
+
 def count(ddb: Any, table: str, status_lane: str, since: float, until: float) -> int:
     """How many of a lane's messages are due from `since` to `until` (a Query's COUNT,
     every page: it reads what it counts, keys only)."""
-    total, start = 0, None
-    while True:
-        query: dict[str, Any] = {
-            "TableName": table,
-            "IndexName": STATUS_INDEX,
-            "KeyConditionExpression": "lane = :lane AND publish_at BETWEEN :since AND :until",
-            "ExpressionAttributeValues": {
-                ":lane": {"S": status_lane},
-                ":since": {"N": f"{since:.3f}"},
-                ":until": {"N": f"{until:.3f}"},
-            },
-            "Select": "COUNT",
-        }
-        if start:
-            query["ExclusiveStartKey"] = start
-        page = ddb.query(**query)
-        total += int(page.get("Count", 0))
-        start = page.get("LastEvaluatedKey")
-        if not start:
-            return total
+    query = {**_of_lane(table, status_lane, until, since), "Select": "COUNT"}
+    return sum(int(page.get("Count", 0)) for page in _pages(ddb, query))
 
 
 def table_schema() -> dict[str, Any]:
