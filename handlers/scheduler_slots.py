@@ -41,6 +41,7 @@ from exactly_once.handlers import metrics, scheduler_store, timestamps
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
 from exactly_once.handlers.scheduler_index import PATTERN, Status, due, lanes
+from exactly_once.handlers.scheduler_pace import Pace
 from exactly_once.handlers.settings import Settings
 from exactly_once.handlers.targets import (
     FIFO,
@@ -699,6 +700,7 @@ def deliver(
     sleep: Callable[[float], None] | None = None,
     deadline: float | None = None,
     sending: Sending | None = None,
+    pace: Pace | None = None,
 ) -> None:
     """`send` until delivered, each send counted first (`sending`: without it, as if every
     outcome may be resent). A throttle is retried up to 30 times (1 s growing 1.5x to at
@@ -708,7 +710,9 @@ def deliver(
     A send that ran and failed, or may have run, is sent again only as the channel's rule
     allows (`Sending.may_resend`), within the budget; else TargetFailed (the target said
     so) or OutcomeUnknown. No send starts, and no pause ends, within MIN_SEND_SECONDS of
-    the deadline (OutOfTime: its claim is released, for a retry to decide)."""
+    the deadline (OutOfTime: its claim is released, for a retry to decide). Each send
+    waits for its turn at the target's `pace` (handlers/scheduler_pace.py), if given: a
+    turn not had by then is OutOfTime too."""
     sleep = sleep or time.sleep  # read when called: a test's clock may stand in for time
     throttled = refused = failed = 0
     if sending is not None and sending.earlier:
@@ -720,47 +724,64 @@ def deliver(
         sending.may_resend(OutcomeUnknown("Scheduler.EarlierSend", why))
         if sending.spent > SEND_BUDGET:
             raise OutcomeUnknown("Scheduler.SendBudgetSpent", why)
-    while True:
-        left = None if deadline is None else deadline - time.time()
-        if left is not None and left < MIN_SEND_SECONDS:
-            raise OutOfTime(delivery["id"])
-        if sending is not None:
-            sending.held()
-            sending.in_window()
-        try:
-            send(target_arn, delivery, left)
-            return
-        except Exception as exc:
-            outcome, code = outcome_of(exc), aws_code(exc) if isinstance(exc, ClientError) else ""
-            if isinstance(exc, TargetFailed):
-                code = exc.error
-            if outcome == Outcome.REFUSED and code == "Scheduler.ExpressTarget":
-                raise
-            if outcome == Outcome.REFUSED:  # never ran: nothing spent
-                if code in THROTTLE_CODES and (throttled < THROTTLED_ATTEMPTS or deadline):
-                    throttled += 1
-                    pause = random.uniform(0, min(5.0, 1.5**throttled))
-                elif refused < FAILED_ATTEMPTS:
-                    refused += 1
-                    pause = 2.0 ** (refused - 1)
-                else:
-                    raise _failed(exc, code) from exc
-            else:  # it ran and failed, or may have run
-                last = _failed(exc, code) if outcome == Outcome.FAILED else _unknown(exc, code)
-                if code == OUTCOME_UNKNOWN_ERROR:  # a receiver that will never run it again
-                    raise last from exc
-                if sending is not None:
-                    sending.unspent = False
-                    sending.may_resend(last)
-                if failed >= FAILED_ATTEMPTS:
-                    raise last from exc
-                failed += 1
-                pause = 2.0 ** (failed - 1)
-                if sending is not None:
-                    sending.count(last)
-            if deadline is not None and time.time() + pause + MIN_SEND_SECONDS >= deadline:
-                raise OutOfTime(delivery["id"]) from exc
-            sleep(pause)
+    turn = False  # had at the target's `pace`
+    by = None if deadline is None else deadline - MIN_SEND_SECONDS  # a turn had, or none
+    try:
+        while True:
+            if pace is not None and not turn and not (turn := pace.take(by)):
+                raise OutOfTime(delivery["id"])
+            left = None if deadline is None else deadline - time.time()
+            if left is not None and left < MIN_SEND_SECONDS:
+                raise OutOfTime(delivery["id"])
+            if sending is not None:
+                sending.held()
+                sending.in_window()
+            sent_at = time.time()
+            try:
+                send(target_arn, delivery, left)
+            except Exception as exc:
+                outcome, code = outcome_of(exc), ""
+                if isinstance(exc, ClientError):
+                    code = aws_code(exc)
+                if isinstance(exc, TargetFailed):
+                    code = exc.error
+                throttle = code in THROTTLE_CODES
+                if pace is not None and turn:
+                    turn = pace.answer(sent_at, throttle)  # (False: given back)
+                if outcome == Outcome.REFUSED and code == "Scheduler.ExpressTarget":
+                    raise
+                if outcome == Outcome.REFUSED:  # never ran: nothing spent
+                    if throttle and (throttled < THROTTLED_ATTEMPTS or deadline):
+                        throttled += 1
+                        pause = random.uniform(0, min(5.0, 1.5**throttled))
+                    elif refused < FAILED_ATTEMPTS:
+                        refused += 1
+                        pause = 2.0 ** (refused - 1)
+                    else:
+                        raise _failed(exc, code) from exc
+                else:  # it ran and failed, or may have run
+                    last = _failed(exc, code) if outcome == Outcome.FAILED else _unknown(exc, code)
+                    if code == OUTCOME_UNKNOWN_ERROR:  # a receiver that will never run it again
+                        raise last from exc
+                    if sending is not None:
+                        sending.unspent = False
+                        sending.may_resend(last)
+                    if failed >= FAILED_ATTEMPTS:
+                        raise last from exc
+                    failed += 1
+                    pause = 2.0 ** (failed - 1)
+                    if sending is not None:
+                        sending.count(last)
+                if deadline is not None and time.time() + pause + MIN_SEND_SECONDS >= deadline:
+                    raise OutOfTime(delivery["id"]) from exc
+                sleep(pause)
+            else:
+                if pace is not None:
+                    pace.answer(sent_at, throttled=False)
+                return
+    finally:
+        if pace is not None and turn:
+            pace.give_back()
 
 
 def _failed(exc: Exception, code: str) -> TargetFailed:
@@ -933,13 +954,15 @@ def fire_one(
     handled: set[str] | None = None,
     keeper: Keeper | None = None,
     fired: dict[str, float] | None = None,
+    pace: Pace | None = None,
 ) -> concurrent.futures.Future[str]:
     """Sleep to the message's publish time, deliver it, and have `recorder` write DONE,
     FAILED (with the target's error, as Step Functions words a Task's) or UNKNOWN (sent,
     its outcome unseen, not resent): its outcome, TAKEN_OVER or UNRECORDED; RELEASED if
     its last send was never made (past `deadline`). The write does not hold up the next
     delivery (a burst's status writes may meet the table's throughput). `handled`
-    collects the messages it took in hand; `fired`, when each one delivered was."""
+    collects the messages it took in hand; `fired`, when each one delivered was; its sends
+    take turns at `pace`, its target's (`deliver`)."""
     message_id = item["id"]["S"]
     stop_by = deadline + RECORD_MARGIN_SECONDS if deadline is not None else None
     while (left := float(item["publish_at"]["N"]) - time.time()) > 0:
@@ -954,7 +977,7 @@ def fire_one(
         return recorder.submit(release, table, message_id, me, sending.token())
     ended: TargetFailed | OutcomeUnknown
     try:
-        deliver(target, delivery_of(item), deadline=deadline, sending=sending)
+        deliver(target, delivery_of(item), deadline=deadline, sending=sending, pace=pace)
     except OutOfTime:
         return recorder.submit(release, table, message_id, me, sending.token())
     except TakenOver:
@@ -1033,7 +1056,9 @@ def fire(
     # a thread per message of each read (a worker's share, past THREADS): the second read's
     # never wait for the first's
     fired_here = 0 if fans_out else len(ids)
-    pool = concurrent.futures.ThreadPoolExecutor(2 * max(THREADS, min(fired_here, WORKER_SHARE)))
+    threads = 2 * max(THREADS, min(fired_here, WORKER_SHARE))
+    pool = concurrent.futures.ThreadPoolExecutor(threads)
+    paces: dict[str, Pace] = {}  # by target: its deliveries' turns (handlers/scheduler_pace.py)
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
 
     def fire_these(ids: list[str]) -> None:
@@ -1043,7 +1068,9 @@ def fire(
             seen.update(ids)
 
         def fire_held(item: dict[str, Any]) -> concurrent.futures.Future[str]:
-            future = fire_one(table, item, recorder, me, deadline, handled, keeper, fired)
+            with books:
+                pace = paces.setdefault(item["target_arn"]["S"], Pace(threads))
+            future = fire_one(table, item, recorder, me, deadline, handled, keeper, fired, pace)
             message_id: str = item["id"]["S"]
 
             def done(ended: concurrent.futures.Future[str]) -> None:

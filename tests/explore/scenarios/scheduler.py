@@ -41,6 +41,7 @@ from exactly_once.handlers import (
     scheduler,
     scheduler_api,
     scheduler_index,
+    scheduler_pace,
     scheduler_slots,
     scheduler_sweep,
     settings,
@@ -415,7 +416,7 @@ class SchedulerScenario(Scenario):
         )
         try:
             with (
-                clocked(world.clock, scheduler, scheduler_slots, scheduler_sweep),
+                clocked(world.clock, scheduler, scheduler_pace, scheduler_slots, scheduler_sweep),
                 # the slot's first read delivering while it reads again; its workers, side by
                 # side (their invokes' threads)
                 interleave.beside(
