@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from exactly_once.handlers import metrics, scheduler_store, timestamps
+from exactly_once.handlers import metrics, scheduler_pace, scheduler_store, timestamps
 from exactly_once.handlers.errors import ClientError, aws_code
 from exactly_once.handlers.runtime import lambda_handler, log
 from exactly_once.handlers.scheduler_index import PATTERN, Status, due, lanes
@@ -712,7 +712,8 @@ def deliver(
     so) or OutcomeUnknown. No send starts, and no pause ends, within MIN_SEND_SECONDS of
     the deadline (OutOfTime: its claim is released, for a retry to decide). Each send
     waits for its turn at the target's `pace` (handlers/scheduler_pace.py), if given: a
-    turn not had by then is OutOfTime too."""
+    turn not had by then is OutOfTime too, and a throttle under a turn is sent again
+    within a second (the pace spaces the sends, not the back-off)."""
     sleep = sleep or time.sleep  # read when called: a test's clock may stand in for time
     throttled = refused = failed = 0
     if sending is not None and sending.earlier:
@@ -745,15 +746,21 @@ def deliver(
                     code = aws_code(exc)
                 if isinstance(exc, TargetFailed):
                     code = exc.error
-                throttle = code in THROTTLE_CODES
-                if pace is not None and turn:
-                    turn = pace.answer(sent_at, throttle)  # (False: given back)
+                # (a throttle refuses a send unrun: a function that ran and answered an
+                # error of that name was not throttled)
+                throttle = outcome == Outcome.REFUSED and code in THROTTLE_CODES
+                if pace is not None and turn and throttle:
+                    turn = pace.throttled(sent_at)  # (False: given back)
                 if outcome == Outcome.REFUSED and code == "Scheduler.ExpressTarget":
                     raise
                 if outcome == Outcome.REFUSED:  # never ran: nothing spent
                     if throttle and (throttled < THROTTLED_ATTEMPTS or deadline):
                         throttled += 1
                         pause = random.uniform(0, min(5.0, 1.5**throttled))
+                        if pace is not None:
+                            # its pace spaces the sends: a turn kept is used again within a
+                            # second, one given back is asked for again at once
+                            pause = random.uniform(0, 1.0) if turn else 0.0
                     elif refused < FAILED_ATTEMPTS:
                         refused += 1
                         pause = 2.0 ** (refused - 1)
@@ -775,9 +782,11 @@ def deliver(
                 if deadline is not None and time.time() + pause + MIN_SEND_SECONDS >= deadline:
                     raise OutOfTime(delivery["id"]) from exc
                 sleep(pause)
+                if pace is not None and turn and throttle:
+                    turn = pace.keep()  # (False: given to one waiting longer)
             else:
                 if pace is not None:
-                    pace.answer(sent_at, throttled=False)
+                    pace.delivered()
                 return
     finally:
         if pace is not None and turn:
@@ -1058,7 +1067,7 @@ def fire(
     fired_here = 0 if fans_out else len(ids)
     threads = 2 * max(THREADS, min(fired_here, WORKER_SHARE))
     pool = concurrent.futures.ThreadPoolExecutor(threads)
-    paces: dict[str, Pace] = {}  # by target: its deliveries' turns (handlers/scheduler_pace.py)
+    paces: dict[str, Pace] = {}  # its deliveries' turns, by `scheduler_pace.key` of a target
     recorder = concurrent.futures.ThreadPoolExecutor(THREADS)
 
     def fire_these(ids: list[str]) -> None:
@@ -1069,7 +1078,7 @@ def fire(
 
         def fire_held(item: dict[str, Any]) -> concurrent.futures.Future[str]:
             with books:
-                pace = paces.setdefault(item["target_arn"]["S"], Pace(threads))
+                pace = paces.setdefault(scheduler_pace.key(item["target_arn"]["S"]), Pace(threads))
             future = fire_one(table, item, recorder, me, deadline, handled, keeper, fired, pace)
             message_id: str = item["id"]["S"]
 
