@@ -12,13 +12,13 @@ roles and the logs lost; this hook makes it AWS's way, as an on_infra_start hook
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from localstack.runtime import hooks
+
+from host_executor.emf import emf_metric_data
 
 LOG = logging.getLogger(__name__)
 
@@ -40,38 +40,6 @@ def _put(logs: Any, group: str, stream: str, events: list[dict[str, Any]]) -> No
         logs.create_log_group(logGroupName=group)
         logs.create_log_stream(logGroupName=group, logStreamName=stream)
     put()
-
-
-def emf_metric_data(line: str) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(namespace, MetricData) of one log line in CloudWatch's embedded metric format, or []
-    (CloudWatch user guide, "Specification: Embedded metric format"). AWS extracts these
-    metrics as it ingests the log; LocalStack's community edition does not."""
-    if '"_aws"' not in line:
-        return []
-    try:
-        document = json.loads(line)
-        directives = document["_aws"]["CloudWatchMetrics"]
-        stamp = datetime.fromtimestamp(document["_aws"]["Timestamp"] / 1000, UTC)
-    except (ValueError, KeyError, TypeError):
-        return []
-    found = []
-    for directive in directives:
-        for dimension_set in directive.get("Dimensions") or [[]]:
-            dimensions = [{"Name": d, "Value": str(document[d])} for d in dimension_set]
-            data = [
-                {
-                    "MetricName": metric["Name"],
-                    "Dimensions": dimensions,
-                    "Value": float(document[metric["Name"]]),
-                    "Unit": metric.get("Unit", "None"),
-                    "Timestamp": stamp,
-                }
-                for metric in directive.get("Metrics", [])
-                if metric.get("Name") in document
-            ]
-            if data:
-                found.append((directive["Namespace"], data))
-    return found
 
 
 def _put_metrics(region: str, text: str) -> None:
