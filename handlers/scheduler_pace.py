@@ -6,29 +6,28 @@ each refused delivery retried on its own back-off keeps it about as busy refusin
 serving: a thousand deliveries to a function of twelve environments made some fifty
 thousand throttled invokes on LocalStack, whose CPU then ran the function's own calls so
 late that its runs timed out. The AWS SDKs' `adaptive` retry mode answers this with
-"automatic client-side rate limiting" fed by throttles, for a client "working against a
-single resource" ("Retry behavior", AWS SDKs and Tools reference guide); a slot delivers
-to many targets over many threads, so it paces each target itself, in the same spirit
-though not the SDKs' algorithm: TCP's congestion window, counted in deliveries under way
-rather than requests a second (a Lambda target's limit is a concurrency, an API's rate a
-concurrency over its latency).
+"automatic client-side rate limiting" fed by throttles ("Retry behavior", AWS SDKs and
+Tools reference guide), one client's; a slot delivers to many targets over many threads,
+so it paces each target itself, in the same spirit though not the SDKs' algorithm:
+TCP's congestion window, counted in deliveries under way rather than requests a second
+(a Lambda target's limit is a concurrency, an API's rate a concurrency over its latency).
 
 An invocation's deliveries to one target (`key`: where AWS counts its throttles) take
-turns, in the order they asked: at most `limit` at once. The limit starts at as many as
-the invocation delivers at once (no slow start: a slow target's deliveries are each under
-way for as long as it runs, and one must never queue behind another that merely takes
-its time, so a burst's first round to a target that takes a few is throttled for the
-rest); a throttle halves it (once for the sends made before it: their throttles are the
-same news); each limit's worth of deliveries raises it by one. A throttled delivery past
-the halved limit gives its turn back and asks again; one within it keeps it for a pause,
-then gives it to the longest waiting, if any (the turns go round). Pacing only waits:
-what is sent, and how each send is counted and its outcome read, are `deliver`'s
-(scheduler_slots.py).
+turns, free ones going to those that asked first: at most `limit` at once. The limit
+starts at as many as the invocation delivers at once (no slow start: a slow target's
+deliveries are each under way for as long as it runs, and one must never queue behind
+another that merely takes its time, so a burst's first round to a target that takes a
+few is throttled for the rest); a throttle halves it (once for the sends made before it:
+their throttles are the same news); each limit's worth of deliveries raises it by one. A
+throttled delivery past the halved limit gives its turn back and asks again; one within
+it keeps it for a pause, then gives it to the longest waiting, if any (the turns go
+round). Pacing only waits: what is sent, and how each send is counted and its outcome
+read, are `deliver`'s (scheduler_slots.py).
 """
 
 from __future__ import annotations
 
-import heapq
+import bisect
 import itertools
 import random
 import threading
@@ -44,10 +43,13 @@ POLL_SECONDS = 0.05
 
 def key(target_arn: str) -> str:
     """Where AWS counts a target's throttles, which its deliveries share a pace for: a
-    Lambda function's concurrency "appl[ies] to the function as a whole, including all
-    published versions and the unpublished version" (PutFunctionConcurrency); an SQS
-    queue's rate is the queue's; SNS's, EventBridge's PutEvents' and Step Functions'
-    StartExecution's are the account's in its Region (their quotas pages)."""
+    Lambda function's reserved concurrency "appl[ies] to the function as a whole,
+    including all published versions and the unpublished version" (PutFunctionConcurrency;
+    a function without it draws on the account's unreserved concurrency in its Region,
+    shared with every such function: paced per function all the same, each throttle its
+    own news); an SQS queue's rate is the queue's; SNS's, EventBridge's PutEvents' and Step
+    Functions' StartExecution's are the account's in its Region (their quotas pages; an SNS
+    FIFO topic's own quota is within it)."""
     try:
         kind, parts = kind_of(target_arn), target_arn.split(":")
     except ValueError:  # (not a target: its send fails as before, paced on its own)
@@ -69,31 +71,35 @@ class Pace:
         self._delivered = 0  # deliveries since the limit last rose
         self._cut_at = float("-inf")  # a throttle of a send made before it is old news
         self._tickets = itertools.count()
-        self._waiting: list[int] = []  # tickets asking, lowest first
-        self._gone: set[int] = set()  # tickets that stopped asking
+        self._waiting: list[int] = []  # the tickets of those asking, in the order they asked
         self._lock = threading.Lock()
 
     def take(self, until: float | None) -> bool:
-        """A turn, the next to come to the longest waiting: False if none came by `until`
-        (by the wall clock)."""
+        """A turn, the free ones going to those that asked first: False if none came by
+        `until` (by the wall clock)."""
         with self._lock:
             ticket = next(self._tickets)
-            heapq.heappush(self._waiting, ticket)
-        while True:
+            self._waiting.append(ticket)  # (tickets rise: the list stays in order)
+        try:
+            while True:
+                with self._lock:
+                    ahead = bisect.bisect_left(self._waiting, ticket)
+                    if ahead < self.limit - self.under_way:
+                        del self._waiting[ahead]
+                        self.under_way += 1
+                        return True
+                    if until is not None and time.time() >= until:
+                        self._waiting.remove(ticket)
+                        return False
+                pause = random.uniform(0.5, 1.5) * POLL_SECONDS
+                if until is not None:
+                    pause = min(pause, max(0.0, until - time.time()))
+                time.sleep(pause)
+        except BaseException:  # (a waiter that dies asks no more)
             with self._lock:
-                while self._waiting[0] in self._gone:
-                    self._gone.discard(heapq.heappop(self._waiting))
-                if self._waiting[0] == ticket and self.under_way < self.limit:
-                    heapq.heappop(self._waiting)
-                    self.under_way += 1
-                    return True
-                if until is not None and time.time() >= until:
-                    self._gone.add(ticket)
-                    return False
-            pause = random.uniform(0.5, 1.5) * POLL_SECONDS
-            if until is not None:
-                pause = min(pause, max(0.0, until - time.time()))
-            time.sleep(pause)
+                if ticket in self._waiting:
+                    self._waiting.remove(ticket)
+            raise
 
     def delivered(self) -> None:
         """A send under a turn was delivered."""
@@ -120,7 +126,7 @@ class Pace:
         given back (False) to a delivery waiting for one: the turns go round, so that no
         delivery holds one through a throttled target's every refusal while others wait."""
         with self._lock:
-            if len(self._waiting) <= len(self._gone):  # (nobody else asking)
+            if not self._waiting:  # (nobody else asking)
                 return True
             self.under_way -= 1
             return False

@@ -712,8 +712,9 @@ def deliver(
     so) or OutcomeUnknown. No send starts, and no pause ends, within MIN_SEND_SECONDS of
     the deadline (OutOfTime: its claim is released, for a retry to decide). Each send
     waits for its turn at the target's `pace` (handlers/scheduler_pace.py), if given: a
-    turn not had by then is OutOfTime too, and a throttle under a turn is sent again
-    within a second (the pace spaces the sends, not the back-off)."""
+    turn not had by then is OutOfTime too; a throttled send is then sent again within a
+    second, or after a turn given back (the pace spaces the sends, not the back-off), and
+    no turn is held through another failure's pause."""
     sleep = sleep or time.sleep  # read when called: a test's clock may stand in for time
     throttled = refused = failed = 0
     if sending is not None and sending.earlier:
@@ -781,8 +782,11 @@ def deliver(
                         sending.count(last)
                 if deadline is not None and time.time() + pause + MIN_SEND_SECONDS >= deadline:
                     raise OutOfTime(delivery["id"]) from exc
+                if pace is not None and turn and not throttle:
+                    pace.give_back()  # (not held through a failure's back-off)
+                    turn = False
                 sleep(pause)
-                if pace is not None and turn and throttle:
+                if pace is not None and turn:
                     turn = pace.keep()  # (False: given to one waiting longer)
             else:
                 if pace is not None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from exactly_once.handlers import scheduler_pace, scheduler_slots
+from exactly_once.handlers import scheduler_slots
 from exactly_once.handlers.errors import ClientError
 from exactly_once.handlers.scheduler_pace import Pace, key
 from exactly_once.handlers.scheduler_slots import OutOfTime, TargetFailed
@@ -26,6 +26,14 @@ def test_turns_are_given_up_to_the_limit_and_none_past_the_time_waited() -> None
     assert pace.take(time.time())
 
 
+def asking(pace: Pace, count: int) -> None:
+    """Until `count` deliveries are waiting for a turn (each asks after the one before)."""
+    deadline = time.time() + 30
+    while len(pace._waiting) < count and time.time() < deadline:
+        time.sleep(0.005)
+    assert len(pace._waiting) == count
+
+
 def test_turns_come_in_the_order_asked() -> None:
     pace = Pace(1)
     assert pace.take(None)
@@ -37,13 +45,38 @@ def test_turns_come_in_the_order_asked() -> None:
         pace.give_back()
 
     threads = [threading.Thread(target=ask, args=(n,)) for n in range(5)]
-    for thread in threads:
+    for n, thread in enumerate(threads):
         thread.start()
-        time.sleep(0.05)  # (each asks after the one before)
+        asking(pace, n + 1)
     pace.give_back()
     for thread in threads:
         thread.join()
     assert order == [0, 1, 2, 3, 4]
+
+
+def test_turns_freed_together_go_to_as_many_of_the_first_asking_at_once() -> None:
+    pace = Pace(3)
+    assert all(pace.take(None) for _ in range(3))
+    got: list[int] = []
+
+    def ask(n: int) -> None:
+        if pace.take(None):
+            got.append(n)
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in range(5)]
+    for n, thread in enumerate(threads):
+        thread.start()
+        asking(pace, n + 1)
+    for _ in range(3):
+        pace.give_back()
+    for thread in threads[:3]:
+        thread.join(timeout=30)
+    assert sorted(got) == [0, 1, 2] and len(pace._waiting) == 2  # the two that asked last wait
+    for _ in range(2):
+        pace.give_back()
+    for thread in threads[3:]:
+        thread.join(timeout=30)
+    assert sorted(got) == [0, 1, 2, 3, 4] and pace.under_way == 3
 
 
 def test_a_throttle_halves_the_limit_once_for_the_sends_made_before_it() -> None:
@@ -148,7 +181,6 @@ def test_a_burst_at_its_pace_throttles_a_target_for_its_first_rounds_each_delive
 ) -> None:
     # GIVEN a target that takes 5 at once, each answer 10 ms away, and 200 deliveries to
     # it at once
-    monkeypatch.setattr(scheduler_pace, "POLL_SECONDS", 0.002)
     paced, unpaced = Throttling(5, 0.01), Throttling(5, 0.01)
     pace = Pace(200)
     # WHEN they are delivered at their pace, and (in the same run) each on its own back-off
@@ -199,9 +231,10 @@ def test_a_throttled_turn_goes_round_to_one_waiting_after_its_pause() -> None:
     pace = Pace(1)
     assert pace.take(None)
     assert pace.keep()  # nobody else asking: kept
-    asked = threading.Thread(target=lambda: pace.take(time.time() + 30))
+    got: list[bool] = []
+    asked = threading.Thread(target=lambda: got.append(pace.take(time.time() + 30)))
     asked.start()
-    time.sleep(0.2)  # (it waits: the one turn is under way)
+    asking(pace, 1)  # (it waits: the one turn is under way)
     assert not pace.keep()  # given to it
-    asked.join()
-    assert pace.under_way == 1
+    asked.join(timeout=30)
+    assert got == [True] and pace.under_way == 1
