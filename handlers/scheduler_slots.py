@@ -757,8 +757,9 @@ def deliver(
                 if outcome == Outcome.REFUSED:  # never ran: nothing spent
                     if throttle and (throttled < THROTTLED_ATTEMPTS or deadline):
                         throttled += 1
-                        pause = random.uniform(0, min(5.0, 1.5**throttled))
-                        if pace is not None:
+                        if pace is None:
+                            pause = random.uniform(0, min(5.0, 1.5**throttled))
+                        else:
                             # its pace spaces the sends: a turn kept is used again within a
                             # second, one given back is asked for again at once
                             pause = random.uniform(0, 1.0) if turn else 0.0
@@ -1081,8 +1082,9 @@ def fire(
             seen.update(ids)
 
         def fire_held(item: dict[str, Any]) -> concurrent.futures.Future[str]:
-            with books:
-                pace = paces.setdefault(scheduler_pace.key(item["target_arn"]["S"]), Pace(threads))
+            where = scheduler_pace.key(item["target_arn"]["S"])
+            with books:  # (one Pace a target, made once)
+                pace = paces.get(where) or paces.setdefault(where, Pace(threads))
             future = fire_one(table, item, recorder, me, deadline, handled, keeper, fired, pace)
             message_id: str = item["id"]["S"]
 
