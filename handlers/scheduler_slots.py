@@ -210,6 +210,17 @@ def restart_name(slot: int, swept_at: float) -> str:
     return f"{slot_name(slot)}{RESTART_MARK}{math.floor(swept_at)}"
 
 
+def retry_key(slot: int) -> str:
+    """The key of the executions that take up a slot's messages left STANDBY past their
+    time (their claims given back unsent, or never made: the slot's every attempt ended, or
+    its target throttled it past them). Started with ALLOW_DUPLICATE_FAILED_ONLY (`-r1`,
+    `-r2`, ... after each that failed), so a slot has one such execution at a time, however
+    many of its messages each sweep finds: not one per message, each with its own
+    invocation and its own pace against a target that is already refusing. A restart
+    (`is_restart`)."""
+    return f"{slot_name(slot)}{RESTART_MARK}standby"
+
+
 def is_restart(execution: str) -> bool:
     """Whether the execution (its ARN or name) is a restart of its slot (`restart_name`)."""
     return RESTART_MARK in execution.rsplit(":", 1)[-1]

@@ -2,9 +2,10 @@
 
 RESERVED messages due within the window go to STANDBY (the stream starts them); STANDBY
 ones due in the window whose start never happened (a DLQ'd stream batch, a mapping not yet
-polling) start now, under the same name (a duplicate if started); an overdue STANDBY one
-gets its next attempt, a slot of one; a FIRING one whose claimant died gets a restart of
-its slot; one delivered and never recorded is left FIRING and reported Overdue.
+polling) start now, under the same name (a duplicate if started); the slot of an overdue
+STANDBY one gets its next attempt, one per slot (`scheduler_slots.retry_key`); a FIRING
+one whose claimant died gets a restart of its slot; one delivered and never recorded is
+left FIRING and reported Overdue.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, TypeVar
 from exactly_once.handlers import metrics, scheduler_store
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import ClientError, aws_code
-from exactly_once.handlers.executions import ReusePolicy, start_once
+from exactly_once.handlers.executions import ReusePolicy, execution_arn, start_once
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler import (
     PATTERN,
@@ -31,10 +32,10 @@ from exactly_once.handlers.scheduler import (
 )
 from exactly_once.handlers.scheduler_index import LANES, Status, due, lanes
 
-# A STANDBY message this long past its time was never claimed: its execution failed (claims
-# that kept failing) or was stopped, so the sweep starts the next attempt (`-r1`, ...)
-# instead of counting a duplicate. Until then the execution may still be claiming it, and
-# a restart would only find it RUNNING.
+# A STANDBY message this long past its time was not fired by its execution: that failed
+# (claims that kept failing), was stopped, or gave the claim back unsent (a target that
+# throttled past its deadline), so the sweep starts its slot's next attempt
+# (`scheduler_slots.retry_key`). Until then the execution may still be claiming it.
 OVERDUE_SECONDS = 60
 # A FIRING message without a lease was claimed by 0.4's waiting machine (every claim since
 # holds a lease): normally DONE or FAILED within its target's timeout (Lambda's is at most
@@ -138,6 +139,7 @@ def sweep(
     reserved = run.each(Status.RESERVED, horizon, move)
     moved_ids = {message_id for message_id, (moved, _) in reserved if moved}
     restarts: set[int] = set()  # slots to restart (`_firing`; added to from the threads)
+    retries: set[int] = set()  # slots of overdue STANDBY messages: their next attempt
     # overdue messages read here STANDBY: the FIRING pass, reading the same lanes
     # (scheduler_index), leaves them be
     standby_read: set[str] = set()
@@ -168,26 +170,22 @@ def sweep(
         image = read_item(config, message_id)
         if not image or image["status"]["S"] != Status.STANDBY:
             return False, False
+        publish_at = float(image["publish_at"]["N"])
         with _COUNT:  # (from the lanes' threads)
             standby_read.add(message_id)
-        overdue = float(image["publish_at"]["N"]) < now - OVERDUE_SECONDS
-        # STANDBY: never claimed, or given back by a claimant (its sends counted: the
-        # next claim decides whether they may be followed): a FAILED, TIMED_OUT or
-        # ABORTED execution of it is safe to follow with the next attempt.
-        policy = (
-            ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY if overdue else ReusePolicy.REJECT_DUPLICATE
-        )
+            if publish_at < now - OVERDUE_SECONDS:
+                # STANDBY: never claimed, or given back by a claimant (its sends counted:
+                # the next claim decides whether they may be followed). Its slot's next
+                # attempt takes up every such message of its second, once the FIRING pass
+                # has marked what must never be taken over (`_firing`).
+                retries.add(slots.slot_of(publish_at))
+                return False, True
         run.pace()
-        outcome = start(config, image, context, policy)
-        if overdue and outcome.existing_status == "SUCCEEDED":
-            # Its own execution ended without firing it (the slot had claimed it then,
-            # and gave it back unsent): a restart of its slot fires it.
-            restarts.add(slots.slot_of(float(image["publish_at"]["N"])))
-        return outcome.status == "STARTED", overdue
+        return start(config, image, context).status == "STARTED", False
 
     standby = run.each(Status.STANDBY, horizon, start_standby)
     joined = _start_slots(config, run, joiners, context)
-    restarted_slots, stuck = _firing(config, now, context, restarts, run, standby_read)
+    restarted_slots, stuck = _firing(config, now, context, restarts, run, standby_read, retries)
     result = {
         "read": len(reserved),
         "moved": len(moved_ids),
@@ -257,6 +255,7 @@ def _firing(
     restarts: set[int],
     run: _Pass,
     standby: Container[str],
+    retries: set[int],
 ) -> tuple[int, int]:
     """FIRING messages past their time: (slot restarts started, overdue). A slot's claim
     whose lease ended (its claimant stopped renewing it: it died) is taken up by
@@ -268,7 +267,11 @@ def _firing(
     again): that one is marked `unrecorded` and stays overdue, for the alarm. One with no
     lease (claimed by 0.4's waiting machine) is counted once it has been FIRING too long.
     `restarts`: slots to restart besides; `standby`: messages this run read STANDBY (listed
-    in the same lanes as FIRING ones: not read again)."""
+    in the same lanes as FIRING ones: not read again); `retries`: slots of overdue STANDBY
+    messages, each given its next attempt (`scheduler_slots.retry_key`; not while the
+    slot's own execution runs: its Fire's retry takes them up): started here, not as they
+    are read, because that attempt, a restart, also takes up its second's FIRING messages
+    whose leases ended."""
     restarted = overdue = 0
     ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
 
@@ -326,6 +329,30 @@ def _firing(
     restarts -= unread  # (likewise the slot of one whose look failed: the next run's)
     # Restarts start after every delivered-unrecorded message is marked: a restart never
     # takes one of those over (`scheduler_slots.claim`).
+    for slot in sorted(retries - unread - restarts):  # (a restart takes them up too)
+        try:
+            first = execution_arn(config.state_machine_arn, slots.slot_name(slot))
+            if first not in ends:
+                ends[first] = _end_of(first)
+            if ends[first][0] == "RUNNING":
+                continue  # its Fire's retry takes them up, or the next sweep decides
+            run.pace()
+            outcome = start_once(
+                config.state_machine_arn,
+                slots.retry_key(slot),
+                slots.slot_input(slot),
+                request_id(context),
+                ReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+            )
+        except Exception as exc:
+            log("WARNING", "sweep: retry left", slot=slot, exc=exc)
+            run.failed += 1
+            continue
+        restarted += outcome.status == "STARTED"
+        if outcome.existing_status == "SUCCEEDED":
+            # The last attempt ended without firing them (claimed then, and given back
+            # unsent, or its index read missed them): a restart of this sweep's fires them.
+            restarts.add(slot)
     for slot in sorted(restarts):
         try:
             outcome = start_once(

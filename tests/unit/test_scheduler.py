@@ -510,11 +510,12 @@ def test_the_sweep_starts_a_message_from_the_index_unread_unless_overdue(
         return read(config, message_id)
 
     monkeypatch.setattr(scheduler_sweep, "read_item", counted)
-    # WHEN the sweep runs, THEN both start, and only the overdue one's item is read
+    # WHEN the sweep runs, THEN both start, and only the overdue one's item is read: the
+    # soon one its own execution, the overdue one its slot's next attempt
     result = scheduler_sweep.sweep(config, now)
     assert (result["restarted"], result["overdue"]) == (2, 1)
     assert reads == ["overdue"]
-    assert executions_of(config) == ["overdue", "soon"]
+    assert executions_of(config) == [retry_of(config, "overdue"), "soon"]
 
 
 def test_an_idle_sweep_reads_each_lane_of_three_statuses_once_as_the_cost_model_counts(
@@ -526,6 +527,13 @@ def test_an_idle_sweep_reads_each_lane_of_three_statuses_once_as_the_cost_model_
     # THEN it made the model's Queries (docs/cost.md's sweep row), nothing else
     assert result["read"] == result["standby"] == 0
     assert calls == ["Query"] * scheduler_model.SWEEP_QUERIES
+
+
+def retry_of(config: SchedulerSettings, message_id: str) -> str:
+    """The name of the first retry of the message's slot (`scheduler_slots.retry_key`)."""
+    item = scheduler.read_item(config, message_id)
+    assert item is not None
+    return scheduler_slots.retry_key(scheduler_slots.slot_of(float(item["publish_at"]["N"])))
 
 
 def executions_of(config: SchedulerSettings) -> list[str]:
@@ -622,11 +630,14 @@ def test_the_sweep_starts_the_next_attempt_of_an_overdue_message_its_execution_n
     # WHEN the sweep runs past the overdue one's time plus the margin, twice
     at = now - 5 + scheduler_sweep.OVERDUE_SECONDS + 1
     first, again = scheduler_sweep.sweep(config, now=at), scheduler_sweep.sweep(config, now=at)
-    # THEN the overdue one gets its next attempt, once (it was never claimed, so never
-    # fired); the other is left to its own time (before, both were counted duplicates and
-    # the overdue one was stranded STANDBY forever)
+    # THEN the overdue one's slot gets its next attempt, once (it was never claimed, so
+    # never fired): a restart, which takes up the second's every message left; the other
+    # is left to its own time (before, both were counted duplicates and the overdue one
+    # was stranded STANDBY forever)
     assert (first["restarted"], again["restarted"]) == (1, 0)
-    assert executions_of(config) == sorted([overdue["id"], f"{overdue['id']}-r1", pending["id"]])
+    retry = retry_of(config, overdue["id"])
+    assert scheduler_slots.is_restart(retry)
+    assert executions_of(config) == sorted([overdue["id"], retry, pending["id"]])
 
 
 def test_a_start_that_raced_a_cancel_stops_its_execution(

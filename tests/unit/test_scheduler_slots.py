@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 from exactly_once.components.scheduler import slot_definition
-from exactly_once.handlers import runtime, scheduler, scheduler_slots, scheduler_sweep, timestamps
+from exactly_once.handlers import (
+    executions,
+    runtime,
+    scheduler,
+    scheduler_slots,
+    scheduler_sweep,
+    timestamps,
+)
 from exactly_once.handlers.errors import ClientError
 from exactly_once.handlers.scheduler import SchedulerSettings
 from exactly_once.handlers.scheduler_index import Status
@@ -979,10 +986,14 @@ def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record
     swept += 60
     fail_execution(arn, "StatusNotRecorded", json.dumps(error))
     # WHEN the sweep finds the delivered one FIRING past its lease
-    # THEN it is overdue (for the alarm), and its slot is not restarted
+    # THEN it is overdue (for the alarm), marked, and its slot is not restarted for it:
+    # the one execution started is the next attempt for the other, still STANDBY
+    # (`retry_key`), which may not take the delivered one over
     result = scheduler_sweep.sweep(slots, now=swept)
-    assert result["restarted"] == 0 and result["overdue"] >= 1
-    assert names(slots.state_machine_arn, "slot-") == [scheduler_slots.slot_name(slot)]
+    assert result["restarted"] == 1 and result["overdue"] >= 1
+    retry = scheduler_slots.retry_key(slot)
+    assert names(slots.state_machine_arn, "slot-") == [scheduler_slots.slot_name(slot), retry]
+    assert status_of(slots, delivered)["unrecorded"] == {"BOOL": True}
     # AND a message an earlier attempt of that execution claimed, and died with, is
     # taken up by a restart
     scheduler_slots.claim(slots.table, undelivered, dead, lease)
@@ -990,7 +1001,7 @@ def test_the_sweep_never_restarts_what_a_claimant_delivered_and_could_not_record
     assert result["restarted"] == 1
     restart = scheduler_slots.restart_name(slot, swept + 60)
     slot_executions = names(slots.state_machine_arn, "slot-")
-    assert slot_executions == sorted([scheduler_slots.slot_name(slot), restart])
+    assert slot_executions == sorted([scheduler_slots.slot_name(slot), retry, restart])
     # AND the delivered one is marked: no claim takes it over, that restart's included
     assert status_of(slots, delivered)["unrecorded"] == {"BOOL": True}
     real = time.time
@@ -1077,23 +1088,41 @@ def test_a_throttled_event_bus_entry_is_retried_as_a_throttle_not_failed(
         scheduler_slots.deliver(bus, {"id": "m"}, sleep=lambda s: None)
 
 
-def test_an_overdue_standby_message_whose_own_execution_ended_unfired_restarts_its_slot(
+def test_overdue_standby_messages_get_one_next_attempt_of_their_slot_then_a_restart(
     config: SchedulerSettings,
 ) -> None:
-    # GIVEN a message whose own execution ended SUCCEEDED without firing it (its Claim
-    # lost to the slot), and that the slot then gave back unsent (STANDBY again), the
-    # slot's retries spent
+    # GIVEN messages of one second whose own executions ended SUCCEEDED without firing
+    # them (their Claims lost to the slot), and that the slot then gave back unsent
+    # (STANDBY again: a target that throttled them past its deadline), the slot's retries
+    # spent
     slots = dataclasses.replace(config, join_slots=True)
-    slot, [message_id] = due_slot(slots, [0.0])  # (too late for its slot: its own started)
-    own = f"{slots.state_machine_arn.replace(':stateMachine:', ':execution:')}:{message_id}"
-    end_execution(own, "SUCCEEDED")
-    # WHEN the sweep finds it overdue
+    slot, ids = due_slot(slots, [0.0, 0.1, 0.2])  # (too late for its slot: their own)
+    for message_id in ids:
+        end_execution(executions.execution_arn(slots.state_machine_arn, message_id), "SUCCEEDED")
+    # WHEN the sweep finds them overdue, twice
     swept = slot + scheduler_sweep.OVERDUE_SECONDS + 10
     result = scheduler_sweep.sweep(slots, now=swept)
-    # THEN a restart of its slot fires it (its own name is taken by an ended execution)
-    assert result["restarted"] == 1
-    restart = scheduler_slots.restart_name(slot, swept)
-    assert restart in names(slots.state_machine_arn)
+    again = scheduler_sweep.sweep(slots, now=swept + 1)
+    # THEN their slot gets one next attempt, a restart (which takes up its second's every
+    # message), not an execution each; the second sweep finds it running
+    assert (result["restarted"], result["overdue"], again["restarted"]) == (1, 3, 0)
+    retry = scheduler_slots.retry_key(slot)
+    assert names(slots.state_machine_arn, "slot-") == [retry]
+    assert scheduler_slots.is_restart(retry)
+    # AND once that attempt ended without firing them, a restart of the slot fires them
+    end_execution(executions.execution_arn(slots.state_machine_arn, retry), "SUCCEEDED")
+    assert scheduler_sweep.sweep(slots, now=swept + 60)["restarted"] == 1
+    restart = scheduler_slots.restart_name(slot, swept + 60)
+    assert names(slots.state_machine_arn, "slot-") == sorted([retry, restart])
+    # AND while the slot's own execution runs, its Fire's retry is left to take them up
+    for name in (retry, restart):
+        end_execution(executions.execution_arn(slots.state_machine_arn, name), "FAILED")
+    runtime.client("stepfunctions").start_execution(
+        stateMachineArn=slots.state_machine_arn,
+        name=scheduler_slots.slot_name(slot),
+        input=json.dumps(scheduler_slots.slot_input(slot)),
+    )
+    assert scheduler_sweep.sweep(slots, now=swept + 120)["restarted"] == 0
 
 
 def test_docs_cost_scheduler_tables_are_the_models() -> None:
