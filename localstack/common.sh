@@ -34,8 +34,10 @@ ls_python313() {
 quiet_pip() { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 # uv, in the project's venv (scripts/setup puts it there), installs what pip would in a
-# fraction of the time: the test extras in 7 s here rather than 76, LocalStack's in a few
-# rather than 50 (CI's set-up was 85 s of its 12 minutes).
+# fraction of the time (CI's set-up: 85 s of its 12 minutes with pip). Compiled to
+# bytecode at install, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine
+# sets it), nothing else would ever write it, and every process (each test worker, each
+# Lambda sandbox) would compile every module it imports anew.
 UV_VERSION=0.13.10
 
 # venv_install PYTHON ARGS...: pip's `install ARGS` into PYTHON's venv, by uv when the
@@ -44,7 +46,7 @@ venv_install() {
   local python=$1
   shift
   if [ -x "$LS_ROOT/.venv/bin/uv" ]; then
-    "$LS_ROOT/.venv/bin/uv" pip install --quiet --python "$python" "$@"
+    "$LS_ROOT/.venv/bin/uv" pip install --quiet --compile-bytecode --python "$python" "$@"
   else
     "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
       "$@" 2>&1 | quiet_pip
