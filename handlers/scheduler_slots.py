@@ -142,9 +142,13 @@ HOLD_MARGIN_SECONDS = 60  # left of an invocation's time after waiting for a lea
 # the margin is for the time a write spends in flight).
 LEASE_SKEW_SECONDS = 5
 # A claim is held this long at a time (never past its invocation's end), renewed every
-# RENEW_SECONDS while its claimant has the message in hand (`Keeper`): a claimant that dies
-# leaves its messages to the slot's retry about a minute later, not at its invocation's
-# end. Three renewals may fail in a row before the lease ends under a live claimant.
+# RENEW_SECONDS from its first send that may have run until its status is written
+# (`Keeper`), and once before each send when last written longer ago than that: a claimant
+# that dies leaves its messages to the slot's retry about a minute later, not at its
+# invocation's end. Three renewals may fail in a row before the lease ends under a live
+# send. A claim still waiting to be sent (for its time, or for its target's pace after a
+# throttle) is not renewed meanwhile: a burst of 1,000 held while a target of concurrency
+# 12 works through them cost 67 renewals a second, more than LocalStack's table served.
 LEASE_SECONDS = 60
 RENEW_SECONDS = 15
 RECORD_ATTEMPTS = 8  # a delivered message's final status write (`record`)
@@ -654,11 +658,18 @@ class Sending:
         OutOfTime (renewals failing: the lease may end under the send; released)."""
         if self.keeper is None:
             return
-        until = self.keeper.held_until(self.message_id)
+        until = self.keeper.fresh(self.message_id)
         if until is None:
             raise TakenOver(self.message_id)
         if until - time.time() < MIN_SEND_SECONDS + LEASE_SKEW_SECONDS:
             raise OutOfTime(self.message_id)
+        self.keeper.sending(self.message_id)
+
+    def refused(self) -> None:
+        """The send was refused unrun: if no send of this claimant's may have run, the
+        claim waits for its next turn unrenewed (`Keeper.unsent`)."""
+        if self.keeper is not None and self.last is None:
+            self.keeper.unsent(self.message_id)
 
     def in_window(self) -> None:
         """Before each send that follows one that may have run: a FIFO target's is made
@@ -766,6 +777,8 @@ def deliver(
                 if outcome == Outcome.REFUSED and code == "Scheduler.ExpressTarget":
                     raise
                 if outcome == Outcome.REFUSED:  # never ran: nothing spent
+                    if sending is not None:
+                        sending.refused()
                     if throttle and (throttled < THROTTLED_ATTEMPTS or deadline):
                         throttled += 1
                         if pace is None:
@@ -906,14 +919,17 @@ class Keeper:
     """Holds an invocation's claims while it has their messages in hand: each claim's lease
     is LEASE_SECONDS ahead (never past the invocation's `end`), renewed every RENEW_SECONDS
     on a thread of its own (`run`, started by `beside`), side by side, each from its own
-    time. The thread dies with its sandbox (Lambda resets an environment whose invocation
-    timed out or crashed), so a claimant that dies stops renewing: its claims end a minute
-    later at most. A sender asks `held_until` before every send (`Sending.held`)."""
+    time, once a send of it is under way or may have run (`sending`). The thread dies with
+    its sandbox (Lambda resets an environment whose invocation timed out or crashed), so a
+    claimant that dies stops renewing: its claims end a minute later at most. A sender asks
+    `fresh` before every send (`Sending.held`): a claim that waited (unsent, or its sends
+    all refused unrun) is renewed then, or found another's."""
 
     def __init__(self, table: str, me: str, end: float) -> None:
         self.table, self.me, self.end = table, me, end
         self._held: dict[str, float] = {}  # message id -> its lease, as last written
         self._lost: set[str] = set()  # no longer this claimant's
+        self._sending: set[str] = set()  # a send under way, or made: renewed by `run`
         self._lock = threading.Lock()
         self._stopped = threading.Event()
 
@@ -928,6 +944,29 @@ class Keeper:
     def drop(self, message_id: str) -> None:
         with self._lock:
             self._held.pop(message_id, None)
+            self._sending.discard(message_id)
+
+    def sending(self, message_id: str) -> None:
+        """A send of it is about to be made: renewed from now on, until dropped."""
+        with self._lock:
+            self._sending.add(message_id)
+
+    def unsent(self, message_id: str) -> None:
+        """Its every send so far was refused unrun (a throttle): nothing of it can be
+        under way at its target, so its lease may end while it waits for its next turn;
+        `fresh` renews it before that send."""
+        with self._lock:
+            self._sending.discard(message_id)
+
+    def fresh(self, message_id: str) -> float | None:
+        """`held_until`, the lease renewed first if it was last written more than
+        RENEW_SECONDS ago (a claim `run` does not renew: one waiting to be sent). A renewal
+        that fails leaves the lease as last written, for the sender to judge."""
+        with self._lock:
+            lease = self._held.get(message_id)
+        if lease is not None and lease < self.lease() - RENEW_SECONDS:
+            self._renew(message_id)
+        return self.held_until(message_id)
 
     def held_until(self, message_id: str) -> float | None:
         """When the claim's lease ends, as last written (None: it is another's now)."""
@@ -949,7 +988,7 @@ class Keeper:
                 if self._stopped.is_set():
                     return
                 with self._lock:
-                    held = sorted(self._held)
+                    held = sorted(self._sending.intersection(self._held))
                 list(pool.map(self._renew, held))
 
     def _renew(self, message_id: str) -> None:

@@ -459,6 +459,7 @@ def test_a_claim_is_held_a_minute_at_a_time_and_renewed_while_its_claimant_lives
     keeper = scheduler_slots.Keeper(config.table, "a", end=start + 900)
     assert scheduler_slots.claim(config.table, message_id, "a", keeper.lease()).item
     keeper.hold(message_id, keeper.lease())
+    keeper.sending(message_id)  # (its send under way: renewed until its status is written)
     turns = iter(range(3))
 
     def pause(seconds: float) -> None:  # three turns of the keeper's, then it is stopped
@@ -482,6 +483,73 @@ def test_a_claim_is_held_a_minute_at_a_time_and_renewed_while_its_claimant_lives
     assert scheduler_slots.Keeper(config.table, "c", end=clock["now"] + 10).lease() == (
         clock["now"] + 10
     )
+
+
+def test_a_claim_waiting_unsent_is_renewed_once_before_its_send_not_every_turn(
+    config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # (a burst of 1,000 held while a target of concurrency 12 worked through them: 67
+    # renewals a second, more than LocalStack's table served, and the leases lapsed)
+    clock = {"now": time.time()}
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
+    _, [waiting, taken, refused, ran] = due_slot(config, [0.0, 0.1, 0.2, 0.3])
+    keeper = scheduler_slots.Keeper(config.table, "a", end=clock["now"] + 900)
+    for message_id in (waiting, taken, refused, ran):
+        assert scheduler_slots.claim(config.table, message_id, "a", keeper.lease()).item
+        keeper.hold(message_id, keeper.lease())
+    sendings = {
+        m: scheduler_slots.Sending.of(config.table, status_of(config, m), "a", Resend.NEVER)
+        for m in (waiting, taken, refused, ran)
+    }
+    for sending in sendings.values():
+        sending.keeper = keeper
+    # GIVEN one send refused unrun (a throttle), one that may have run (a timeout)
+    for message_id in (refused, ran):
+        sendings[message_id].held()
+    sendings[refused].refused()
+    sendings[ran].last = scheduler_slots.OutcomeUnknown("ReadTimeout", "no answer")
+    sendings[ran].refused()  # (a throttle after it: one of its sends may still run)
+    renewals: list[str] = []
+    renew = scheduler_slots.renew
+
+    def counted(table: str, message_id: str, me: str, lease: float) -> bool | None:
+        renewals.append(message_id)
+        return renew(table, message_id, me, lease)
+
+    monkeypatch.setattr(scheduler_slots, "renew", counted)
+
+    def turns(count: int) -> None:
+        """The keeper's next `count` turns, RENEW_SECONDS apart."""
+        left = iter(range(count))
+
+        def pause(seconds: float) -> None:
+            if next(left, None) is None:
+                raise StopTurns
+            clock["now"] += seconds
+
+        with pytest.raises(StopTurns):
+            keeper.run(pause)
+
+    # WHEN a minute passes, the keeper turning every 15 s
+    turns(4)
+    # THEN only the claim whose send may have run was renewed; the others' leases lapsed
+    assert renewals == [ran] * 4
+    # AND one of them taken over meanwhile (its lease over) is never sent by the first
+    clock["now"] += scheduler_slots.LEASE_SKEW_SECONDS + 1
+    assert scheduler_slots.claim(config.table, taken, "b", clock["now"] + 60).item
+    with pytest.raises(scheduler_slots.TakenOver):
+        sendings[taken].held()
+    # AND one still its own is renewed once, right before its send, and may be sent
+    renewals.clear()
+    sendings[waiting].held()
+    assert renewals == [waiting]
+    assert float(status_of(config, waiting)["lease"]["N"]) == pytest.approx(
+        clock["now"] + scheduler_slots.LEASE_SECONDS, abs=0.01
+    )
+    # AND from that send on, the keeper renews it with the one that may have run
+    renewals.clear()
+    turns(1)
+    assert sorted(renewals) == sorted([waiting, ran])
 
 
 def test_a_fire_that_died_after_its_claims_leaves_them_to_its_retry_within_a_minute(
