@@ -113,8 +113,8 @@ def slot_definition(slot_function_arn: str) -> dict[str, Any]:
     state transitions, whatever the number of messages. A failed Fire is retried (the
     function finds its own claims: at least once to the target, with the message id),
     but never after StatusNotRecorded (the deliveries happened); a slot that fails for
-    good leaves its unclaimed messages STANDBY, and the sweep starts each on its own
-    execution once overdue."""
+    good leaves its unclaimed messages STANDBY, and the sweep starts their slot's next
+    attempt once they are overdue."""
     return {
         "Comment": "One second's messages: wait, claim, fire each once on time "
         "(components/scheduler)",

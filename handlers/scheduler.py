@@ -36,7 +36,7 @@ from typing import Any
 from exactly_once.handlers import scheduler_index, scheduler_store
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
-from exactly_once.handlers.executions import Outcome, ReusePolicy, execution_arn, start_once
+from exactly_once.handlers.executions import Outcome, execution_arn, start_once
 from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler_index import (
@@ -343,20 +343,18 @@ def start(
     config: SchedulerSettings,
     image: dict[str, Any],
     context: Any,
-    reuse_policy: ReusePolicy = ReusePolicy.REJECT_DUPLICATE,
     written: float | None = None,
 ) -> Outcome:
     """Start what fires a STANDBY message: its second's slot clock while the slot has not
     read its messages yet (`scheduler_slots.join_by`), else a slot of one, its own
-    execution, named by its id. Either is started once, however often asked (with
-    ALLOW_DUPLICATE_FAILED_ONLY: the next attempt of its own execution, after one that
-    ended unclaimed). `written`: when the message became STANDBY (its stream record's
-    time): one written before its slot's cutoff is in the index the slot reads, however
-    late this start comes, so its slot (started now if nobody has) fires it: no slot of
-    one."""
+    execution, named by its id. Either is started once, however often asked (an overdue
+    message's next attempt is its slot's: the sweep's). `written`: when the message became
+    STANDBY (its stream record's time): one written before its slot's cutoff is in the
+    index the slot reads, however late this start comes, so its slot (started now if
+    nobody has) fires it: no slot of one."""
     publish_at, message_id = float(image["publish_at"]["N"]), image["id"]["S"]
     slot = slots.slot_of(publish_at)
-    joins = config.join_slots and reuse_policy == ReusePolicy.REJECT_DUPLICATE
+    joins = config.join_slots
     # (the record's time is rounded down to the second: written before the cutoff for sure)
     indexed = written is not None and written + 1 <= slots.join_by(slot)
     if joins and (indexed or time.time() < slots.join_by(slot)):
@@ -373,7 +371,6 @@ def start(
         message_id,
         slots.slot_input(slot, message_id),
         request_id(context),
-        reuse_policy,
     )
     # (a line per message at DEBUG: its caller's summary is the INFO line, one per batch)
     log("DEBUG", outcome.status, message_id=message_id, execution=outcome.name)

@@ -13,10 +13,10 @@ slot's own two transitions are shared by every message of its second (docs/cost.
 
 A message joins its slot only if it is started before `join_by(slot)` (the slot then
 reads the index after the message was written, with `JOIN_MARGIN_SECONDS` for the
-index to catch up). A later one (registered late or too near its second, or restarted
-overdue by the sweep) gets a slot of one: an execution of the same state machine, named
-by its id, whose input names the message (`slot_input`); the same code claims, delivers,
-retries and records it, reading the message by its key instead of the index. Once its
+index to catch up). A later one (registered late or too near its second) gets a slot of
+one: an execution of the same state machine, named by its id, whose input names the
+message (`slot_input`); the same code claims, delivers, retries and records it, reading
+the message by its key instead of the index. Once its
 second is over a slot reads the index once more and fires any message the first read
 missed (late, not at the next sweep).
 """
@@ -142,15 +142,18 @@ HOLD_MARGIN_SECONDS = 60  # left of an invocation's time after waiting for a lea
 # the margin is for the time a write spends in flight).
 LEASE_SKEW_SECONDS = 5
 # A claim is held this long at a time (never past its invocation's end), renewed every
-# RENEW_SECONDS from its first send that may have run until its status is written
-# (`Keeper`), and once before each send when last written longer ago than that: a claimant
+# RENEW_SECONDS from its first send until its status is written (`Keeper`): a claimant
 # that dies leaves its messages to the slot's retry about a minute later, not at its
 # invocation's end. Three renewals may fail in a row before the lease ends under a live
-# send. A claim still waiting to be sent (for its time, or for its target's pace after a
-# throttle) is not renewed meanwhile: a burst of 1,000 held while a target of concurrency
-# 12 works through them cost 67 renewals a second, more than LocalStack's table served.
+# claimant. A claim still waiting to be sent (not yet sent, or its every send refused
+# unrun by a throttling target) is held WAIT_LEASE_SECONDS at a time instead, renewed once
+# its lease ends within LEASE_SECONDS: one write in two minutes rather than eight (a
+# burst of 1,000 held while a target of concurrency 12 worked through them cost 67
+# renewals a second, more than LocalStack's table served, and the leases lapsed under
+# live claimants); a claimant that dies leaves those three minutes later.
 LEASE_SECONDS = 60
 RENEW_SECONDS = 15
+WAIT_LEASE_SECONDS = 180
 RECORD_ATTEMPTS = 8  # a delivered message's final status write (`record`)
 # ...tried until this long after the deadline (the deadline is a minute before the
 # invocation's end): a final write still failing then fails StatusNotRecorded, not a timeout
@@ -658,7 +661,7 @@ class Sending:
         OutOfTime (renewals failing: the lease may end under the send; released)."""
         if self.keeper is None:
             return
-        until = self.keeper.fresh(self.message_id)
+        until = self.keeper.held_until(self.message_id)
         if until is None:
             raise TakenOver(self.message_id)
         if until - time.time() < MIN_SEND_SECONDS + LEASE_SKEW_SECONDS:
@@ -667,7 +670,8 @@ class Sending:
 
     def refused(self) -> None:
         """The send was refused unrun: if no send of this claimant's may have run, the
-        claim waits for its next turn unrenewed (`Keeper.unsent`)."""
+        claim waits for its next turn on a longer lease (`Keeper.unsent`; one whose send
+        may still run keeps the minute's, for a taker's resend to stay near it)."""
         if self.keeper is not None and self.last is None:
             self.keeper.unsent(self.message_id)
 
@@ -919,11 +923,12 @@ class Keeper:
     """Holds an invocation's claims while it has their messages in hand: each claim's lease
     is LEASE_SECONDS ahead (never past the invocation's `end`), renewed every RENEW_SECONDS
     on a thread of its own (`run`, started by `beside`), side by side, each from its own
-    time, once a send of it is under way or may have run (`sending`). The thread dies with
-    its sandbox (Lambda resets an environment whose invocation timed out or crashed), so a
-    claimant that dies stops renewing: its claims end a minute later at most. A sender asks
-    `fresh` before every send (`Sending.held`): a claim that waited (unsent, or its sends
-    all refused unrun) is renewed then, or found another's."""
+    time; one waiting for its send (claimed and not yet sent, or `unsent`) is renewed
+    WAIT_LEASE_SECONDS ahead, and only once its lease ends within LEASE_SECONDS. The thread
+    dies with its sandbox (Lambda resets an environment whose invocation timed out or
+    crashed), so a claimant that dies stops renewing: its claims end a minute later at
+    most, three for one waiting. A sender asks `held_until` before every
+    send (`Sending.held`), which marks the claim sending (`sending`)."""
 
     def __init__(self, table: str, me: str, end: float) -> None:
         self.table, self.me, self.end = table, me, end
@@ -933,8 +938,9 @@ class Keeper:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
 
-    def lease(self) -> float:
-        return min(self.end, time.time() + LEASE_SECONDS)
+    def lease(self, seconds: float | None = None) -> float:
+        """A lease `seconds` ahead (LEASE_SECONDS, read when called), never past the end."""
+        return min(self.end, time.time() + (LEASE_SECONDS if seconds is None else seconds))
 
     def hold(self, message_id: str, lease: float) -> None:
         with self._lock:
@@ -947,26 +953,30 @@ class Keeper:
             self._sending.discard(message_id)
 
     def sending(self, message_id: str) -> None:
-        """A send of it is about to be made: renewed from now on, until dropped."""
+        """A send of it is about to be made: renewed every turn from now on, until dropped
+        (or `unsent`)."""
         with self._lock:
             self._sending.add(message_id)
 
     def unsent(self, message_id: str) -> None:
-        """Its every send so far was refused unrun (a throttle): nothing of it can be
-        under way at its target, so its lease may end while it waits for its next turn;
-        `fresh` renews it before that send."""
+        """Its every send so far was refused unrun (a throttle): nothing of it can be under
+        way at its target while it waits for its next turn, so its lease is renewed
+        WAIT_LEASE_SECONDS ahead, and seldom."""
         with self._lock:
             self._sending.discard(message_id)
 
-    def fresh(self, message_id: str) -> float | None:
-        """`held_until`, the lease renewed first if it was last written more than
-        RENEW_SECONDS ago (a claim `run` does not renew: one waiting to be sent). A renewal
-        that fails leaves the lease as last written, for the sender to judge."""
+    def _due(self) -> list[tuple[str, float]]:
+        """This turn's renewals, each with its lease's length: every claim sending, and each
+        waiting one whose lease ends within LEASE_SECONDS (so a waiting claim, too, has at
+        least LEASE_SECONDS - RENEW_SECONDS left at every turn; a claim waits from its claim
+        until its first send: one sent soon after, as nearly all are, is never renewed)."""
+        soon = time.time() + LEASE_SECONDS
         with self._lock:
-            lease = self._held.get(message_id)
-        if lease is not None and lease < self.lease() - RENEW_SECONDS:
-            self._renew(message_id)
-        return self.held_until(message_id)
+            return [
+                (message_id, LEASE_SECONDS if message_id in self._sending else WAIT_LEASE_SECONDS)
+                for message_id, lease in sorted(self._held.items())
+                if message_id in self._sending or (lease < soon and lease < self.end)
+            ]
 
     def held_until(self, message_id: str) -> float | None:
         """When the claim's lease ends, as last written (None: it is another's now)."""
@@ -987,12 +997,10 @@ class Keeper:
                 pause(RENEW_SECONDS)
                 if self._stopped.is_set():
                     return
-                with self._lock:
-                    held = sorted(self._sending.intersection(self._held))
-                list(pool.map(self._renew, held))
+                list(pool.map(lambda due: self._renew(*due), self._due()))
 
-    def _renew(self, message_id: str) -> None:
-        lease = self.lease()
+    def _renew(self, message_id: str, seconds: float | None = None) -> None:
+        lease = self.lease(seconds)
         if self._stopped.is_set():
             return
         renewed = renew(self.table, message_id, self.me, lease)

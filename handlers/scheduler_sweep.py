@@ -122,8 +122,8 @@ def sweep(
     """Move the due RESERVED messages to STANDBY (the stream starts those: nobody but the
     sweep moves them, so first); start the STANDBY messages due in the window that have no
     execution yet (their execution is named by the id, so one already started is a cheap
-    duplicate), and the next attempt of an overdue one whose execution ended without
-    claiming it; then restart the slots of dead claimants (`_firing`). Raises Unfinished
+    duplicate), and the next attempt of the slot of overdue ones (`_firing`, with the
+    restarts of dead claimants' slots). Raises Unfinished
     when it left messages (its time ran out, or calls kept failing), after reporting."""
     now = time.time() if now is None else now
     horizon = now + config.window_seconds
@@ -177,8 +177,11 @@ def sweep(
                 # STANDBY: never claimed, or given back by a claimant (its sends counted:
                 # the next claim decides whether they may be followed). Its slot's next
                 # attempt takes up every such message of its second, once the FIRING pass
-                # has marked what must never be taken over (`_firing`).
-                retries.add(slots.slot_of(publish_at))
+                # has marked what must never be taken over (`_firing`): so only once the
+                # whole second is overdue, each of its FIRING messages looked at.
+                slot = slots.slot_of(publish_at)
+                if slot + 1 < now - OVERDUE_SECONDS:
+                    retries.add(slot)
                 return False, True
         run.pace()
         return start(config, image, context).status == "STARTED", False
@@ -334,7 +337,7 @@ def _firing(
             first = execution_arn(config.state_machine_arn, slots.slot_name(slot))
             if first not in ends:
                 ends[first] = _end_of(first)
-            if ends[first][0] == "RUNNING":
+            if ends[first][0] in ("RUNNING", "PENDING_REDRIVE"):
                 continue  # its Fire's retry takes them up, or the next sweep decides
             run.pace()
             outcome = start_once(

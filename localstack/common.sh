@@ -40,15 +40,21 @@ quiet_pip() { grep -v "is ignored: it is neither a file nor a directory" || true
 # Lambda sandbox) would compile every module it imports anew.
 UV_VERSION=0.13.10
 
-# venv_install PYTHON ARGS...: pip's `install ARGS` into PYTHON's venv, by uv when the
-# project's venv has it, else by that venv's pip.
+# venv_install PYTHON ARGS...: pip's `install ARGS` into PYTHON's venv (`-C` for a build
+# setting), by uv when the project's venv has it, else, or should uv fail (it reads none of
+# pip's own configuration: a mirror only pip.conf names), by that venv's pip.
 venv_install() {
-  local python=$1
+  local python=$1 arg
   shift
-  if [ -x "$LS_ROOT/.venv/bin/uv" ]; then
-    "$LS_ROOT/.venv/bin/uv" pip install --quiet --compile-bytecode --python "$python" "$@"
-  else
-    "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-      "$@" 2>&1 | quiet_pip
+  if [ -x "$LS_ROOT/.venv/bin/uv" ] \
+     && "$LS_ROOT/.venv/bin/uv" pip install --quiet --compile-bytecode --python "$python" "$@"; then
+    return 0
   fi
+  local args=()
+  for arg in "$@"; do  # (pip before 23.1 knows the long form only)
+    [ "$arg" = -C ] && arg=--config-settings
+    args+=("$arg")
+  done
+  "$python" -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+    "${args[@]}" 2>&1 | quiet_pip
 }

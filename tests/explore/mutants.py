@@ -333,16 +333,6 @@ CATALOGUE: tuple[Mutant, ...] = (
         "slot",
     ),
     Mutant(
-        "slot-lease-left-after-a-send-that-ran",
-        "a claim whose send may have run (its answer lost, or an error after it ran) is left "
-        "unrenewed once a later send is throttled: its lease ends while the first send may "
-        "still run, and a taker sends it again beside it",
-        "handlers/scheduler_slots.py",
-        "        if self.keeper is not None and self.last is None:",
-        "        if self.keeper is not None:",
-        "scheduler",
-    ),
-    Mutant(
         "slot-lease-not-renewed",
         "a claim's lease is never renewed: a live claimant still waiting for a slow target "
         "is taken over, and its message sent again",

@@ -628,7 +628,7 @@ def test_the_sweep_starts_the_next_attempt_of_an_overdue_message_its_execution_n
         arn = executions.execution_arn(config.state_machine_arn, message["id"])
         stopped(sfn, arn)  # ABORTED: ended, as a failed one
     # WHEN the sweep runs past the overdue one's time plus the margin, twice
-    at = now - 5 + scheduler_sweep.OVERDUE_SECONDS + 1
+    at = now - 5 + scheduler_sweep.OVERDUE_SECONDS + 2  # (its whole second overdue)
     first, again = scheduler_sweep.sweep(config, now=at), scheduler_sweep.sweep(config, now=at)
     # THEN the overdue one's slot gets its next attempt, once (it was never claimed, so
     # never fired): a restart, which takes up the second's every message left; the other

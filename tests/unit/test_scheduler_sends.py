@@ -4,6 +4,7 @@ its channel's rule allows (handlers/targets.py); no send outlives its invocation
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 import time
@@ -485,30 +486,31 @@ def test_a_claim_is_held_a_minute_at_a_time_and_renewed_while_its_claimant_lives
     )
 
 
-def test_a_claim_waiting_unsent_is_renewed_once_before_its_send_not_every_turn(
+def test_a_claim_waiting_for_its_send_is_held_longer_and_renewed_seldom(
     config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # (a burst of 1,000 held while a target of concurrency 12 worked through them: 67
     # renewals a second, more than LocalStack's table served, and the leases lapsed)
-    clock = {"now": time.time()}
+    start = time.time()
+    clock = {"now": start}
     monkeypatch.setattr(scheduler_slots.time, "time", lambda: clock["now"])
-    _, [waiting, taken, refused, ran] = due_slot(config, [0.0, 0.1, 0.2, 0.3])
-    keeper = scheduler_slots.Keeper(config.table, "a", end=clock["now"] + 900)
-    for message_id in (waiting, taken, refused, ran):
+    _, [waiting, refused, ran, sent] = due_slot(config, [0.0, 0.1, 0.2, 0.3])
+    keeper = scheduler_slots.Keeper(config.table, "a", end=start + 900)
+    sendings = {}
+    for message_id in (waiting, refused, ran, sent):
         assert scheduler_slots.claim(config.table, message_id, "a", keeper.lease()).item
         keeper.hold(message_id, keeper.lease())
-    sendings = {
-        m: scheduler_slots.Sending.of(config.table, status_of(config, m), "a", Resend.NEVER)
-        for m in (waiting, taken, refused, ran)
-    }
-    for sending in sendings.values():
-        sending.keeper = keeper
-    # GIVEN one send refused unrun (a throttle), one that may have run (a timeout)
-    for message_id in (refused, ran):
+        sendings[message_id] = scheduler_slots.Sending.of(
+            config.table, status_of(config, message_id), "a", Resend.NEVER
+        )
+        sendings[message_id].keeper = keeper
+    # GIVEN one claim not yet sent; one whose send was refused unrun (a throttle); one
+    # whose send may have run (a timeout) and then was throttled; one whose send is under way
+    for message_id in (refused, ran, sent):
         sendings[message_id].held()
     sendings[refused].refused()
     sendings[ran].last = scheduler_slots.OutcomeUnknown("ReadTimeout", "no answer")
-    sendings[ran].refused()  # (a throttle after it: one of its sends may still run)
+    sendings[ran].refused()
     renewals: list[str] = []
     renew = scheduler_slots.renew
 
@@ -530,26 +532,31 @@ def test_a_claim_waiting_unsent_is_renewed_once_before_its_send_not_every_turn(
         with pytest.raises(StopTurns):
             keeper.run(pause)
 
-    # WHEN a minute passes, the keeper turning every 15 s
-    turns(4)
-    # THEN only the claim whose send may have run was renewed; the others' leases lapsed
-    assert renewals == [ran] * 4
-    # AND one of them taken over meanwhile (its lease over) is never sent by the first
-    clock["now"] += scheduler_slots.LEASE_SKEW_SECONDS + 1
-    assert scheduler_slots.claim(config.table, taken, "b", clock["now"] + 60).item
-    with pytest.raises(scheduler_slots.TakenOver):
-        sendings[taken].held()
-    # AND one still its own is renewed once, right before its send, and may be sent
-    renewals.clear()
+    # WHEN two minutes pass, the keeper turning every 15 s
+    turns(8)
+    # THEN the two waiting were renewed once, at its first turn, WAIT_LEASE_SECONDS ahead;
+    # those whose send is under way or may have run, at every turn, a minute ahead
+    assert collections.Counter(renewals) == {waiting: 1, refused: 1, ran: 8, sent: 8}
+    first_turn = start + scheduler_slots.RENEW_SECONDS
+    for message_id in (waiting, refused):
+        assert float(status_of(config, message_id)["lease"]["N"]) == pytest.approx(
+            first_turn + scheduler_slots.WAIT_LEASE_SECONDS, abs=0.01
+        )
+    # AND no other claimant takes them over meanwhile (their claimant lives)
+    held = scheduler_slots.claim(config.table, waiting, "b", clock["now"] + 60)
+    assert held.item is None and held.held_until is not None
+    # AND one sent at last is renewed a minute ahead from then on
     sendings[waiting].held()
-    assert renewals == [waiting]
+    renewals.clear()
+    turns(1)
+    assert sorted(renewals) == sorted([waiting, ran, sent])
     assert float(status_of(config, waiting)["lease"]["N"]) == pytest.approx(
         clock["now"] + scheduler_slots.LEASE_SECONDS, abs=0.01
     )
-    # AND from that send on, the keeper renews it with the one that may have run
-    renewals.clear()
-    turns(1)
-    assert sorted(renewals) == sorted([waiting, ran])
+    # AND a lease never runs past its invocation's end, nor is renewed once there
+    near_end = scheduler_slots.Keeper(config.table, "a", end=clock["now"] + 30)
+    near_end.hold(refused, clock["now"] + 30)
+    assert near_end._due() == []
 
 
 def test_a_fire_that_died_after_its_claims_leaves_them_to_its_retry_within_a_minute(

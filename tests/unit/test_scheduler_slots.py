@@ -298,9 +298,12 @@ def test_a_claim_is_held_by_its_lease_and_taken_over_by_a_retry_once_it_ended(
     ) == {"skipped": 1}
     # AND the first attempt's own claim, sent again (a lost answer), is still its own
     assert scheduler_slots.claim(config.table, message_id, first, lease).item is not None
-    # WHEN the lease has ended (the claimant is dead: Lambda stopped it at its timeout)
+    # WHEN the lease has ended (the claimant is dead: Lambda stopped it at its timeout), a
+    # second ago (the clock from the lease, not from the test's start: a loaded machine's
+    # seconds since then would carry it past the skew)
     real = time.time
-    monkeypatch.setattr(scheduler_slots.time, "time", lambda: real() + 601)
+    ended = real()
+    monkeypatch.setattr(scheduler_slots.time, "time", lambda: lease + 1 + real() - ended)
     # THEN a fresh clock (listing it in its STANDBY lane: scheduler_index) takes nothing
     # still within the lease's skew; a retry takes it over and delivers it, once
     assert scheduler_slots.fire(config.table, slot, "execution-3#0") == {"skipped": 1}
@@ -1099,6 +1102,9 @@ def test_overdue_standby_messages_get_one_next_attempt_of_their_slot_then_a_rest
     slot, ids = due_slot(slots, [0.0, 0.1, 0.2])  # (too late for its slot: their own)
     for message_id in ids:
         end_execution(executions.execution_arn(slots.state_machine_arn, message_id), "SUCCEEDED")
+    # (while part of their second is not yet overdue, its FIRING messages unread, not yet)
+    early = scheduler_sweep.sweep(slots, now=slot + scheduler_sweep.OVERDUE_SECONDS + 0.15)
+    assert (early["restarted"], early["overdue"]) == (0, 2)
     # WHEN the sweep finds them overdue, twice
     swept = slot + scheduler_sweep.OVERDUE_SECONDS + 10
     result = scheduler_sweep.sweep(slots, now=swept)
