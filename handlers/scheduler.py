@@ -381,11 +381,15 @@ def start(
 
 def _missed(config: SchedulerSettings, image: dict[str, Any], slot: int) -> bool:
     """Whether a message its slot should have read is still STANDBY after the slot's
-    second read (the index having missed it twice): then it gets its own execution."""
+    second read, never claimed (the index having missed it twice): then it gets its own
+    execution. One claimed and given back (`first_sent`: a target that throttled it past
+    its deadline, a Fire that failed) is its slot's retry's, or the sweep's: a slot of
+    one each would only add an invocation per message against a target already refusing
+    (a late stream on LocalStack so started 200 beside a throttled burst of 1,000)."""
     if time.time() < slot + 1:
         return False
     item = read_item(config, image["id"]["S"])
-    return item is not None and item["status"]["S"] == Status.STANDBY
+    return item is not None and item["status"]["S"] == Status.STANDBY and "first_sent" not in item
 
 
 # Slots this sandbox started or found started: a burst of one second's messages costs one

@@ -328,7 +328,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "finding 4: a claim is held until its invocation's end, not a minute at a time: a "
         "claimant that dies early strands its messages for up to 15 minutes and a sweep",
         "handlers/scheduler_slots.py",
-        "        return min(self.end, time.time() + LEASE_SECONDS)",
+        "        return min(self.end, time.time() + "
+        "(LEASE_SECONDS if seconds is None else seconds))",
         "        return self.end",
         "slot",
     ),
@@ -337,8 +338,8 @@ CATALOGUE: tuple[Mutant, ...] = (
         "a claim's lease is never renewed: a live claimant still waiting for a slow target "
         "is taken over, and its message sent again",
         "handlers/scheduler_slots.py",
-        "                list(pool.map(self._renew, held))",
-        "                list(pool.map(self._renew, []))",
+        "                list(pool.map(lambda due: self._renew(*due), self._due()))",
+        "                list(pool.map(lambda due: self._renew(*due), []))",
         "scheduler",
     ),
     # (slot-fifo-resent-past-window, a FIFO resend past the queue's 5-minute interval, is
