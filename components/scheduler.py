@@ -60,8 +60,9 @@ from exactly_once.handlers.targets import TargetKind, kind_of, machine_of
 # The slot function delivers a second's messages, each with its retries, and a Lambda
 # target may take up to 15 minutes: Lambda's longest. Its
 # workers stop a minute sooner: the function that invoked them fans out at once, so a
-# worker's claims (held a minute at a time, never past its slot's end: handlers/
-# scheduler_slots.py, `Keeper`) are never renewed past the slot's life.
+# worker's claims (held a minute at a time, three while waiting for a throttling target,
+# never past its slot's end: handlers/scheduler_slots.py, `Keeper`) are never renewed past
+# the slot's life.
 SLOT_TIMEOUT_SECONDS = 900
 # The slots function's memory, chosen from measured CPU (benchmarks/scheduler_model.py:
 # memory_table): its cold start (imports and six clients, 0.24 s of one vCPU) and 50

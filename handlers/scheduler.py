@@ -36,7 +36,7 @@ from typing import Any
 from exactly_once.handlers import scheduler_index, scheduler_store
 from exactly_once.handlers import scheduler_slots as slots
 from exactly_once.handlers.errors import BadEvent, ClientError, Conflict, NotFound, aws_code
-from exactly_once.handlers.executions import Outcome, execution_arn, start_once
+from exactly_once.handlers.executions import DUPLICATE, Outcome, execution_arn, start_once
 from exactly_once.handlers.names import execution_name
 from exactly_once.handlers.runtime import client, lambda_handler, log, request_id
 from exactly_once.handlers.scheduler_index import (
@@ -354,6 +354,12 @@ def start(
     nobody has) fires it: no slot of one."""
     publish_at, message_id = float(image["publish_at"]["N"]), image["id"]["S"]
     slot = slots.slot_of(publish_at)
+    if "first_sent" in image:
+        # Claimed once, and given back (its release's stream record, or a sweep's read):
+        # its claimant's Fire retry, or the sweep's retry of its slot, takes it up; a slot
+        # of one would only add an invocation against a target that may be refusing it.
+        name = slots.slot_name(slot)
+        return Outcome(DUPLICATE, name, execution_arn(config.state_machine_arn, name), 0)
     joins = config.join_slots
     # (the record's time is rounded down to the second: written before the cutoff for sure)
     indexed = written is not None and written + 1 <= slots.join_by(slot)

@@ -671,9 +671,18 @@ class Sending:
     def refused(self) -> None:
         """The send was refused unrun: if no send of this claimant's may have run, the
         claim waits for its next turn on a longer lease (`Keeper.unsent`; one whose send
-        may still run keeps the minute's, for a taker's resend to stay near it)."""
-        if self.keeper is not None and self.last is None:
+        may still run keeps the minute's, for a taker's resend to stay near it, as does any
+        to a FIFO target: `keep_near`)."""
+        if self.keeper is not None and self.last is None and self.policy != Resend.WINDOW:
             self.keeper.unsent(self.message_id)
+
+    def keep_near(self) -> None:
+        """A FIFO target's claim keeps the minute's lease even while it waits: its taker
+        (should this claimant die) sends within the queue's deduplication interval of the
+        send its claim counted, or not at all (`in_window`); a three-minute lease would
+        leave a message never sent UNKNOWN."""
+        if self.keeper is not None and self.policy == Resend.WINDOW:
+            self.keeper.sending(self.message_id)
 
     def in_window(self) -> None:
         """Before each send that follows one that may have run: a FIFO target's is made
@@ -966,17 +975,24 @@ class Keeper:
             self._sending.discard(message_id)
 
     def _due(self) -> list[tuple[str, float]]:
-        """This turn's renewals, each with its lease's length: every claim sending, and each
-        waiting one whose lease ends within LEASE_SECONDS (so a waiting claim, too, has at
-        least LEASE_SECONDS - RENEW_SECONDS left at every turn; a claim waits from its claim
-        until its first send: one sent soon after, as nearly all are, is never renewed)."""
+        """This turn's renewals, each with its lease's length: every claim sending first, then
+        each waiting one whose lease ends within LEASE_SECONDS (so a waiting claim, too, has
+        at least LEASE_SECONDS - RENEW_SECONDS left at every turn; a claim waits from its
+        claim until its first send: one sent soon after, as nearly all are, is never
+        renewed). A waiting claim's lease is drawn from the last third of
+        WAIT_LEASE_SECONDS: a burst's claims, made together, are renewed apart after that."""
         soon = time.time() + LEASE_SECONDS
         with self._lock:
-            return [
-                (message_id, LEASE_SECONDS if message_id in self._sending else WAIT_LEASE_SECONDS)
-                for message_id, lease in sorted(self._held.items())
-                if message_id in self._sending or (lease < soon and lease < self.end)
+            sending = [m for m in sorted(self._held) if m in self._sending]
+            waiting = [
+                m
+                for m, lease in sorted(self._held.items())
+                if m not in self._sending and lease < soon and lease < self.end
             ]
+        wait = WAIT_LEASE_SECONDS
+        return [(m, LEASE_SECONDS) for m in sending] + [
+            (m, random.uniform(wait * 2 / 3, wait)) for m in waiting
+        ]
 
     def held_until(self, message_id: str) -> float | None:
         """When the claim's lease ends, as last written (None: it is another's now)."""
@@ -1045,6 +1061,7 @@ def fire_one(
     redeliver = item.get("redeliver", {}).get("BOOL", False)
     sending = Sending.of(table, item, me, resend_policy(kind_of(target), redeliver))
     sending.keeper = keeper
+    sending.keep_near()
     if deadline is not None and time.time() >= deadline:
         return recorder.submit(release, table, message_id, me, sending.token())
     ended: TargetFailed | OutcomeUnknown

@@ -41,6 +41,8 @@ OVERDUE_SECONDS = 60
 # holds a lease): normally DONE or FAILED within its target's timeout (Lambda's is at most
 # 15 minutes) plus the status write's retries (about 5 minutes, 0.4's).
 STUCK_FIRING_SECONDS = 20 * 60
+# An execution that has not ended: running, or redriven and about to run again.
+LIVE = ("RUNNING", "PENDING_REDRIVE")
 
 
 T = TypeVar("T")
@@ -177,11 +179,9 @@ def sweep(
                 # STANDBY: never claimed, or given back by a claimant (its sends counted:
                 # the next claim decides whether they may be followed). Its slot's next
                 # attempt takes up every such message of its second, once the FIRING pass
-                # has marked what must never be taken over (`_firing`): so only once the
-                # whole second is overdue, each of its FIRING messages looked at.
-                slot = slots.slot_of(publish_at)
-                if slot + 1 < now - OVERDUE_SECONDS:
-                    retries.add(slot)
+                # has looked at each of that second's and marked what must never be taken
+                # over (`_firing`).
+                retries.add(slots.slot_of(publish_at))
                 return False, True
         run.pace()
         return start(config, image, context).status == "STARTED", False
@@ -298,7 +298,7 @@ def _firing(
         if execution not in ends:
             ends[execution] = _end_of(execution)
         status, cause = ends[execution]
-        if status == "RUNNING":
+        if status in LIVE:
             return 1  # its Fire's retry takes it up, or the next sweep decides
         if "unrecorded" in image:
             return 1  # delivered, its status not written: Overdue, never restarted
@@ -310,13 +310,17 @@ def _firing(
 
     finished = True
     unread: set[int] = set()  # slots of messages whose look failed
+    # (to the end of each second a retry will take up: every FIRING message it may take
+    # over looked at first, its last fraction's too, which is not yet overdue)
+    horizon = max([now - OVERDUE_SECONDS, *(slot + 1 for slot in retries)])
     try:
-        for message_id, publish_at in _due(config, Status.FIRING, now - OVERDUE_SECONDS):
+        for message_id, publish_at in _due(config, Status.FIRING, horizon):
             if run.out_of_time():
                 finished = False
                 break
             try:  # one message's failing call leaves it to the next run, never the others
-                overdue += consider(message_id)
+                late = consider(message_id)
+                overdue += late if publish_at < now - OVERDUE_SECONDS else 0
             except Exception as exc:
                 log("WARNING", "sweep: left", message_id=message_id, exc=exc)
                 run.failed += 1
@@ -337,7 +341,7 @@ def _firing(
             first = execution_arn(config.state_machine_arn, slots.slot_name(slot))
             if first not in ends:
                 ends[first] = _end_of(first)
-            if ends[first][0] in ("RUNNING", "PENDING_REDRIVE"):
+            if ends[first][0] in LIVE:
                 continue  # its Fire's retry takes them up, or the next sweep decides
             run.pace()
             outcome = start_once(
