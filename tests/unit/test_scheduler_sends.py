@@ -521,16 +521,7 @@ def test_a_claim_waiting_for_its_send_is_held_longer_and_renewed_seldom(
     monkeypatch.setattr(scheduler_slots, "renew", counted)
 
     def turns(count: int) -> None:
-        """The keeper's next `count` turns, RENEW_SECONDS apart."""
-        left = iter(range(count))
-
-        def pause(seconds: float) -> None:
-            if next(left, None) is None:
-                raise StopTurns
-            clock["now"] += seconds
-
-        with pytest.raises(StopTurns):
-            keeper.run(pause)
+        keeper_turns(keeper.run, clock, count)
 
     # WHEN a minute passes, the keeper turning every 15 s
     turns(4)
@@ -602,6 +593,19 @@ class StopTurns(Exception):
     pass
 
 
+def keeper_turns(run: Any, clock: dict[str, float], count: int) -> None:
+    """A lease keeper's next `count` turns (its `run`), RENEW_SECONDS apart by `clock`."""
+    left = iter(range(count))
+
+    def pause(seconds: float) -> None:
+        if next(left, None) is None:
+            raise StopTurns
+        clock["now"] += seconds
+
+    with pytest.raises(StopTurns):
+        run(pause)
+
+
 def test_a_claim_in_hand_is_renewed_and_a_claimant_that_lost_it_sends_nothing_more(
     config: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -612,16 +616,7 @@ def test_a_claim_in_hand_is_renewed_and_a_claimant_that_lost_it_sends_nothing_mo
     monkeypatch.setattr(scheduler_slots, "beside", keepers.append)  # its turns taken by hand
 
     def turns(count: int) -> None:
-        """The keeper's next `count` turns, RENEW_SECONDS apart."""
-        left = iter(range(count))
-
-        def pause(seconds: float) -> None:
-            if next(left, None) is None:
-                raise StopTurns
-            clock["now"] += seconds
-
-        with pytest.raises(StopTurns):
-            keepers[-1](pause)
+        keeper_turns(keepers[-1], clock, count)
 
     def lease_of(message_id: str) -> float:
         return float(status_of(config, message_id)["lease"]["N"])
