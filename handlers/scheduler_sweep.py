@@ -157,18 +157,21 @@ def sweep(
             # would: a duplicate, or a slot of one whose claim finds it taken). One that
             # may join its second's slot waits for `_start_slots`: a slot started once.
             # One due about now may be FIRING, listed in its STANDBY lane (scheduler_index):
-            # read first, so that a claimed message starts no slot of one to find it taken.
+            # read first, so that a claimed message starts no slot of one to find it taken,
+            # nor one claimed and given back (`start`: its claimant's retry's).
+            keys = _keys(message_id, publish_at)
             if publish_at <= now + slots.LEAD_SECONDS + slots.LEASE_SKEW_SECONDS:
                 image = read_item(config, message_id)
                 if not image or image["status"]["S"] != Status.STANDBY:
                     return False, False
+                keys = image
             slot = slots.slot_of(publish_at)
             if config.join_slots and time.time() < slots.join_by(slot):
                 with _COUNT:
                     joiners.setdefault(slot, []).append((message_id, publish_at))
                 return False, False
             run.pace()
-            return start(config, _keys(message_id, publish_at), context).status == "STARTED", False
+            return start(config, keys, context).status == "STARTED", False
         image = read_item(config, message_id)
         if not image or image["status"]["S"] != Status.STANDBY:
             return False, False

@@ -152,6 +152,25 @@ def test_a_stream_record_handled_past_the_cutoff_starts_a_slot_of_one_only_if_wr
     assert names(slotted.state_machine_arn) == sorted([f"slot-{slot}", late["id"], joined["id"]])
 
 
+def test_the_sweep_starts_no_slot_of_one_for_a_message_claimed_and_given_back(
+    slotted: SchedulerSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN two STANDBY messages of a second just past (not yet overdue), neither started
+    # on its own: one its slot claimed and gave back (a throttling target), one never
+    # claimed (the index missed it)
+    slot = math.floor(time.time()) + 1
+    monkeypatch.setattr(scheduler, "start_soon", lambda *a: None)
+    given_back, missed = (register(slotted, slot + 0.2)["id"], register(slotted, slot + 0.4)["id"])
+    me = f"{slotted.state_machine_arn}:slot-{slot}#0#r"
+    assert scheduler_slots.claim(slotted.table, given_back, me, time.time() + 60).item
+    scheduler_slots.release(slotted.table, given_back, me)
+    # WHEN the sweep runs 10 s after their second
+    result = scheduler_sweep.sweep(slotted, now=slot + 10)
+    # THEN only the one never claimed gets a slot of one; the other is its slot's retry's
+    assert result["restarted"] == 1
+    assert names(slotted.state_machine_arn) == [missed]
+
+
 def test_the_slot_machine_waits_then_fires_and_never_retries_a_status_not_recorded() -> None:
     definition = slot_definition("arn:aws:lambda:us-east-1:1:function:slots")
     assert list(definition["States"]) == ["Wait", "Fire"]
