@@ -227,11 +227,31 @@ def _world(scenario: Scenario) -> Iterator[list[Any]]:
     name_dedup.unusable.cache_clear()
     try:
         with mock_aws(), _lighter_calls():
+            _shared_loader()
             scenario.setup()
             yield scenario.clients()
     finally:
         runtime.client.cache_clear()
         name_dedup.unusable.cache_clear()
+
+
+@functools.cache
+def _loader() -> Any:
+    import botocore.loaders
+
+    return botocore.loaders.create_loader()
+
+
+def _shared_loader() -> None:
+    """boto3's default session (moto's mock_aws drops it: a world's clients come from a new
+    one) with the one botocore loader of the process, which keeps the service models it
+    read: a new session's loader read them again from their JSON, 8% of a scheduler
+    schedule's time."""
+    import boto3
+
+    boto3.setup_default_session()
+    assert boto3.DEFAULT_SESSION is not None
+    boto3.DEFAULT_SESSION._session.register_component("data_loader", _loader())
 
 
 # the services whose moto backends read no signature (moto takes the default account for an
