@@ -279,7 +279,13 @@ def _firing(
     are read, because that attempt, a restart, also takes up its second's FIRING messages
     whose leases ended."""
     restarted = overdue = 0
-    ends: dict[str, tuple[str, str]] = {}  # a claimant's execution: `_end_of` it
+    ends: dict[str, tuple[str, str]] = {}
+
+    def ended(execution: str) -> tuple[str, str]:
+        """`_end_of` an execution, read once per run (a slot's claimants share one)."""
+        if execution not in ends:
+            ends[execution] = _end_of(execution)
+        return ends[execution]
 
     def consider(message_id: str) -> int:
         """1 if the message is overdue; its slot added to `restarts` if it is to restart."""
@@ -297,10 +303,7 @@ def _firing(
             # time (a claim stranded under a long lease) is overdue all the same
             return stuck
         claimed_by = image.get("claimed_by", {}).get("S", "")
-        execution = slots.execution_of(claimed_by)
-        if execution not in ends:
-            ends[execution] = _end_of(execution)
-        status, cause = ends[execution]
+        status, cause = ended(slots.execution_of(claimed_by))
         if status in LIVE:
             return 1  # its Fire's retry takes it up, or the next sweep decides
         if "unrecorded" in image:
@@ -341,10 +344,7 @@ def _firing(
     # takes one of those over (`scheduler_slots.claim`).
     for slot in sorted(retries - unread - restarts):  # (a restart takes them up too)
         try:
-            first = execution_arn(config.state_machine_arn, slots.slot_name(slot))
-            if first not in ends:
-                ends[first] = _end_of(first)
-            if ends[first][0] in LIVE:
+            if ended(execution_arn(config.state_machine_arn, slots.slot_name(slot)))[0] in LIVE:
                 continue  # its Fire's retry takes them up, or the next sweep decides
             run.pace()
             outcome = start_once(

@@ -269,9 +269,12 @@ print(json.dumps({"version": dist.version, "from": json.loads(dist.read_text("di
 def test_the_release_check_builds_from_a_fresh_clone_without_the_test_set_up(
     clone: Path,
 ) -> None:
-    """`scripts/release <HEAD's version> --check` in a clone with no .venv: it builds in a
-    venv of its own with the build-system's setuptools, and sets up nothing of the tests'
-    (scripts/setup's LocalStack, DynamoDB Local and JDK; the project's .venv)."""
+    """`scripts/release <HEAD's version> --check` in a clone with no .venv: the version
+    agrees across pyproject.toml, CHANGELOG.md and README.md; the wheel and the sdist build
+    from the committed files in a venv of the script's own, with the build-system's
+    setuptools; the wheel installed in a fresh venv says its version; the sdist builds the
+    same wheel; it sets up nothing of the tests' (scripts/setup's LocalStack, DynamoDB Local
+    and JDK; the project's .venv) and tags nothing. (The one run of the script per CI.)"""
     version = release.declared_in((clone / "pyproject.toml").read_text())
     # the machine's python3, not this repository's venv
     path = os.pathsep.join(
