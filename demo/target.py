@@ -20,7 +20,11 @@ class DemoTarget(pulumi.ComponentResource):
     function: aws.lambda_.Function
 
     def __init__(
-        self, name: str, concurrency: int | None = None, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        concurrency: int | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+        timeout: int = 10,
     ) -> None:
         super().__init__("exactly-once:index:DemoTarget", name, {}, opts)
         self.fires_table = key_table(f"{name}-fires", self)
@@ -40,7 +44,7 @@ class DemoTarget(pulumi.ComponentResource):
                 )
             ],
             environment=TargetSettings.environment(fires_table=self.fires_table.name),
-            timeout=10,
+            timeout=timeout,
             reserved_concurrency=concurrency,
             parent=self,
         ).function

@@ -677,19 +677,25 @@ class Sending:
             self.keeper.unsent(self.message_id)
 
     def keep_near(self) -> None:
-        """A FIFO target's claim keeps the minute's lease even while it waits: its taker
-        (should this claimant die) sends within the queue's deduplication interval of the
-        send its claim counted, or not at all (`in_window`); a three-minute lease would
-        leave a message never sent UNKNOWN."""
+        """A FIFO target's claim keeps the minute's lease even while it waits, as long as
+        the queue's deduplication interval of the send its claim counted lasts: its taker
+        (should this claimant die) sends within it, or not at all (`in_window`); a
+        three-minute lease would leave a message never sent UNKNOWN. Past the interval a
+        taker sends nothing however soon it comes: the claim waits on the longer lease
+        (a dense second to a FIFO target renews its claims seldom again)."""
         if self.keeper is not None and self.policy == Resend.WINDOW:
-            self.keeper.sending(self.message_id)
+            self.keeper.sending(self.message_id, until=self.window_closes())
+
+    def window_closes(self) -> float:
+        """When a FIFO target's deduplication interval of the first counted send ends, less
+        the margin (the clocks' skew, a send's time in flight)."""
+        return self.first_sent + FIFO_WINDOW_SECONDS - FIFO_MARGIN_SECONDS
 
     def in_window(self) -> None:
         """Before each send that follows one that may have run: a FIFO target's is made
         only inside its deduplication interval (a pause, a throttle or a slow count may
         have carried it past), else OutcomeUnknown."""
-        closes = self.first_sent + FIFO_WINDOW_SECONDS - FIFO_MARGIN_SECONDS
-        if self.last and self.policy == Resend.WINDOW and time.time() >= closes:
+        if self.last and self.policy == Resend.WINDOW and time.time() >= self.window_closes():
             last = self.last
             raise OutcomeUnknown(last.error, f"{last.cause} (not resent: {PAST_WINDOW})")
 
@@ -943,7 +949,8 @@ class Keeper:
         self.table, self.me, self.end = table, me, end
         self._held: dict[str, float] = {}  # message id -> its lease, as last written
         self._lost: set[str] = set()  # no longer this claimant's
-        self._sending: set[str] = set()  # a send under way, or made: renewed by `run`
+        # a send under way, or made (renewed by `run` every turn), until when (`sending`)
+        self._sending: dict[str, float] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
 
@@ -959,20 +966,20 @@ class Keeper:
     def drop(self, message_id: str) -> None:
         with self._lock:
             self._held.pop(message_id, None)
-            self._sending.discard(message_id)
+            self._sending.pop(message_id, None)
 
-    def sending(self, message_id: str) -> None:
+    def sending(self, message_id: str, until: float = math.inf) -> None:
         """A send of it is about to be made: renewed every turn from now on, until dropped
-        (or `unsent`)."""
+        (or `unsent`), or until `until` (then it waits as one not sent)."""
         with self._lock:
-            self._sending.add(message_id)
+            self._sending[message_id] = until
 
     def unsent(self, message_id: str) -> None:
         """Its every send so far was refused unrun (a throttle): nothing of it can be under
         way at its target while it waits for its next turn, so its lease is renewed
         WAIT_LEASE_SECONDS ahead, and seldom."""
         with self._lock:
-            self._sending.discard(message_id)
+            self._sending.pop(message_id, None)
 
     def _due(self) -> list[tuple[str, float]]:
         """This turn's renewals, each with its lease's length: every claim sending first, then
@@ -981,13 +988,14 @@ class Keeper:
         claim until its first send: one sent soon after, as nearly all are, is never
         renewed). A waiting claim's lease is drawn from the last third of
         WAIT_LEASE_SECONDS: a burst's claims, made together, are renewed apart after that."""
-        soon = time.time() + LEASE_SECONDS
+        now = time.time()
+        soon = now + LEASE_SECONDS
         with self._lock:
-            sending = [m for m in sorted(self._held) if m in self._sending]
+            sending = [m for m in sorted(self._held) if self._sending.get(m, 0) > now]
             waiting = [
                 m
                 for m, lease in sorted(self._held.items())
-                if m not in self._sending and lease < soon and lease < self.end
+                if m not in sending and lease < soon and lease < self.end
             ]
         wait = WAIT_LEASE_SECONDS
         return [(m, LEASE_SECONDS) for m in sending] + [

@@ -557,6 +557,13 @@ def test_a_claim_waiting_for_its_send_is_held_longer_and_renewed_seldom(
     windowed.keep_near()
     windowed.refused()
     assert fifo._due() == [(refused, scheduler_slots.LEASE_SECONDS)]
+    # AND only while that interval lasts: past it a taker sends nothing however soon it
+    # comes, so the claim waits on the longer lease, renewed once its lease ends within
+    # the minute
+    clock["now"] = windowed.window_closes() + 1
+    fifo.hold(refused, clock["now"] + scheduler_slots.LEASE_SECONDS - 1)
+    [(again, seconds)] = fifo._due()
+    assert again == refused and seconds > scheduler_slots.LEASE_SECONDS
     # AND a lease never runs past its invocation's end, nor is renewed once there
     near_end = scheduler_slots.Keeper(config.table, "a", end=clock["now"] + 30)
     near_end.hold(refused, clock["now"] + 30)
