@@ -30,6 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import BotoCoreError
+
 from exactly_once.components.etl import POWERTOOLS
 from exactly_once.components.functions import RUNTIME
 from exactly_once.components.lambda_asset import build_zip
@@ -233,9 +235,15 @@ def burst(out: dict[str, Any], messages: int, clients: int = 1) -> dict[str, Any
     assert all(status == 200 and not a["failed"] for status, a in answers), answers[:1]
     ids = [entry["message"]["id"] for _, a in answers for entry in a["successful"]]
     table = out["firesTables"]["demo"]
-    found = eventually(
-        lambda: len(f := fire_records(table, ids)) == messages and f, timeout=1200, interval=3
-    )
+
+    def all_fired() -> dict[str, Any]:
+        try:
+            fired = fire_records(table, ids)
+        except BotoCoreError:  # (a scan the burst's load stalled past its retries: again)
+            return {}
+        return fired if len(fired) == messages else {}
+
+    found = eventually(all_fired, timeout=1200, interval=10)
     time.sleep(5)  # a repeat would show by now
     records = list(fire_records(table, ids).values())
     late = lateness(records)

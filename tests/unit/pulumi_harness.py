@@ -3,6 +3,7 @@ given) and return every resource it declared."""
 
 from __future__ import annotations
 
+import functools
 import runpy
 from collections.abc import Callable
 from pathlib import Path
@@ -62,7 +63,10 @@ def run(program: Callable[[], Any], config: dict[str, str] | None = None) -> Rec
     return testing.run(program, config, project="exactly-once", stack="test")
 
 
+@functools.cache
 def run_stack(stack: str = "local") -> RecordingMocks:
-    """The real __main__.py with the real Pulumi.<stack>.yaml."""
+    """The real __main__.py with the real Pulumi.<stack>.yaml: declared once per stack in a
+    process (the program's output depends on nothing else, and the tests only read it;
+    the `local` stack's run is 10-30 s, and four modules read it)."""
     config = load(stack, ROOT).as_pulumi_config()
     return run(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"), config)
