@@ -568,7 +568,7 @@ def main() -> None:
         results["localstack"]["scheduler_start"] = on_localstack.bench_scheduler_start(stack)
         results["localstack"]["scheduler"] = on_localstack.bench_scheduler(stack)
         # idle last: LocalStack warm, as a stack that has run a while has it (first, on a
-        # LocalStack just started, DynamoDB Local's JVM still compiling: p50 22 ms, p99 146)
+        # LocalStack just started and a stack just deployed, it measured p50 22 ms, p99 146)
         results["localstack"]["scheduler_idle"] = on_localstack.bench_scheduler_idle(stack)
     elif sys.argv[1:] == ["scheduler-idle"]:  # a deployed `local` stack
         results = json.loads(path.read_text())
