@@ -564,6 +564,9 @@ def test_a_claim_waiting_for_its_send_is_held_longer_and_renewed_seldom(
     fifo.hold(refused, clock["now"] + scheduler_slots.LEASE_SECONDS - 1)
     [(again, seconds)] = fifo._due()
     assert again == refused and seconds > scheduler_slots.LEASE_SECONDS
+    # AND a send made then is renewed a minute ahead again, as every send is
+    windowed.held()
+    assert fifo._due() == [(refused, scheduler_slots.LEASE_SECONDS)]
     # AND a lease never runs past its invocation's end, nor is renewed once there
     near_end = scheduler_slots.Keeper(config.table, "a", end=clock["now"] + 30)
     near_end.hold(refused, clock["now"] + 30)
