@@ -23,15 +23,17 @@ class TargetSettings(Settings):
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    # when the scheduler's send arrived: lateness is measured by the target's clock, before
+    # the receiver's write (its DynamoDB call is the target's time, not the scheduler's)
+    arrived = time.time()
     config = TargetSettings.current()
     result: dict[str, Any] = receive(
-        config.fires_table, event["id"], lambda: fire(config, event), context
+        config.fires_table, event["id"], lambda: fire(config, event, arrived), context
     )
     return result
 
 
-def fire(config: TargetSettings, event: dict[str, Any]) -> dict[str, Any]:
-    now = time.time()  # when the scheduler fired: lateness is measured by the target's clock
+def fire(config: TargetSettings, event: dict[str, Any], now: float) -> dict[str, Any]:
     message_id = event["id"]
     ddb = client("dynamodb")
     attempts = int(
