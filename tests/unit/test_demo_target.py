@@ -29,7 +29,7 @@ def table() -> Iterator[str]:
 
 def test_a_repeated_invoke_keeps_one_effect_and_is_counted(table: str) -> None:
     event = {"id": "m1", "publishTime": 1.0, "parameters": {}}
-    assert "firedAt" in demo_target.fire(CONFIG, event)
-    assert demo_target.fire(CONFIG, event) == {"id": "m1", "repeat": True}
+    assert demo_target.fire(CONFIG, event, 2.0)["firedAt"] == 2.0  # (when the send arrived)
+    assert demo_target.fire(CONFIG, event, 3.0) == {"id": "m1", "repeat": True}
     item = boto3.client("dynamodb").get_item(TableName=table, Key={"pk": {"S": "fired#m1"}})
     assert (item["Item"]["fires"]["N"], item["Item"]["repeats"]["N"]) == ("1", "1")
