@@ -565,7 +565,7 @@ def main() -> None:
     elif sys.argv[1:] == ["scheduler"]:  # a deployed `local` stack: the scheduler's rows
         results = json.loads(path.read_text())
         stack = localstack_stack()
-        # idle first (after a burst its stream is hours behind on LocalStack: its probe of
+        # idle first (after a burst its stream lags on LocalStack: its probe of
         # the stream starter waited 300 s in vain), warmed by one unmeasured fire
         results["localstack"]["scheduler_idle"] = on_localstack.bench_scheduler_idle(stack)
         results["localstack"]["scheduler_start"] = on_localstack.bench_scheduler_start(stack)
